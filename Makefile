@@ -1,0 +1,54 @@
+# ruvoy: `make` builds the binary; `make serve` sets up and serves
+# examples/hello; `make test` sets up and runs every check CI runs.
+
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+export CGO_ENABLED := 1
+export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
+export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
+SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
+
+.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck bench clean
+
+all: ruvoy
+
+setup:
+	@build/setup-debian.sh
+
+setup-test:
+	@build/setup-debian.sh test
+
+ruvoy: $(SOURCES)
+	$(GO) build -o $@ ./cmd/ruvoy
+
+# The same binary with the race detector, and with cgocheck2: the e2e tests
+# run against these.
+ruvoy-race: $(SOURCES)
+	$(GO) build -race -o $@ ./cmd/ruvoy
+
+ruvoy-cgocheck2: $(SOURCES)
+	GOEXPERIMENT=cgocheck2 $(GO) build -o $@ ./cmd/ruvoy
+
+serve: setup ruvoy
+	./ruvoy examples/hello/config.ru
+
+# Formatting, vet, and the C compiled with -Werror.
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
+	EXTRA_CFLAGS=-Werror $(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 . ./caddy ./cmd/...
+
+e2e: ruvoy-race
+	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 30m ./test/...
+
+e2e-cgocheck: ruvoy-cgocheck2
+	RUVOY_BIN=$(CURDIR)/ruvoy-cgocheck2 $(GO) test -count=1 -timeout 20m ./test/... -run 'Core|Stream'
+
+test: setup-test check ruvoy unit e2e e2e-cgocheck
+
+bench: setup-test ruvoy
+	bench/run
+
+clean:
+	rm -f ruvoy ruvoy-race ruvoy-cgocheck2

@@ -1,0 +1,189 @@
+package ruvoy
+
+/*
+#include "ruvoy.h"
+*/
+import "C"
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// AppOptions configure one loaded app.
+type AppOptions struct {
+	MaxRequests   int   // requests admitted to Ruby at once (default 1024)
+	MaxBodyBytes  int64 // request bodies over this get 413 (0: no limit)
+	RequestWindow int64 // request body bytes read ahead of the app (default 256 KiB)
+	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
+	// which honours trusted proxies); nil uses the connection's address.
+	ClientIP func(*http.Request) string
+}
+
+const (
+	defaultMaxRequests   = 1024
+	defaultRequestWindow = 256 << 10
+)
+
+// App is a loaded rackup: an http.Handler that runs requests in the VM.
+type App struct {
+	rt     *Runtime
+	id     uint64
+	opts   AppOptions
+	admit  chan struct{}
+	closed atomic.Bool
+}
+
+func newApp(rt *Runtime, id uint64, o AppOptions) *App {
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = defaultMaxRequests
+	}
+	if o.RequestWindow <= 0 {
+		o.RequestWindow = defaultRequestWindow
+	}
+	return &App{rt: rt, id: id, opts: o, admit: make(chan struct{}, o.MaxRequests)}
+}
+
+// Close drops the app from the VM; requests in flight finish with it.
+func (a *App) Close() {
+	if a.closed.CompareAndSwap(false, true) {
+		a.rt.control(C.RV_IN_UNLOAD_APP, a.id, nil)
+	}
+}
+
+var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.opts.MaxBodyBytes > 0 && r.ContentLength > a.opts.MaxBodyBytes {
+		http.Error(w, "Payload Too Large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	select {
+	case a.admit <- struct{}{}:
+	default:
+		overloaded(w)
+		return
+	}
+	st := a.rt.slots.acquire(r.Method, r.URL.Path, a.release)
+	if st == nil {
+		<-a.admit
+		overloaded(w)
+		return
+	}
+	st.mu.Lock()
+	id := st.id
+	st.mu.Unlock()
+
+	remote := ""
+	if a.opts.ClientIP != nil {
+		remote = a.opts.ClientIP(r)
+	}
+	if remote == "" {
+		remote = remoteHost(r.RemoteAddr)
+	}
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	bufp := headPool.Get().(*[]byte)
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody)
+	if !ok {
+		*bufp = head[:0]
+		headPool.Put(bufp)
+		a.rt.slots.detach(st)
+		a.rt.slots.unref(st) // the VM never saw it
+		http.Error(w, "Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
+		return
+	}
+	submit(C.RV_IN_REQUEST, id, 0, a.id, head)
+	*bufp = head[:0]
+	headPool.Put(bufp)
+
+	rs := &responder{w: w}
+	var pump *bodyPump
+	var pumpFailed <-chan struct{}
+	if hasBody {
+		rs.rc = http.NewResponseController(w)
+		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
+		pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, rs.rc)
+		pumpFailed = pump.failed
+	}
+	a.serve(r, rs, st, id, pump, pumpFailed)
+}
+
+// serve writes what the VM sends until the response ends or the client
+// goes away.
+func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump *bodyPump, pumpFailed <-chan struct{}) {
+	gone := false
+	defer func() {
+		if pump != nil {
+			pump.finish()
+		}
+		if gone {
+			submit(C.RV_IN_CANCEL, id, 0, 0, nil)
+		}
+		a.rt.slots.detach(st)
+		if rs.reset && !gone {
+			// A body cut short must look cut short: the connection (HTTP/1)
+			// or stream (HTTP/2) is reset instead of ending cleanly.
+			panic(http.ErrAbortHandler)
+		}
+	}()
+	ctx := r.Context()
+	for {
+		m := st.take()
+		if m == nil {
+			select {
+			case <-st.notify:
+				continue
+			case <-ctx.Done():
+				gone = true
+				return
+			case <-pumpFailed:
+				gone = true
+				return
+			}
+		}
+		if err := rs.write(m); err != nil {
+			gone = true
+			if rs.wantDone {
+				submit(C.RV_IN_DONE, id, C.RV_F_ERROR, 0, nil)
+			}
+			return
+		}
+		if rs.ended || rs.reset {
+			break
+		}
+		if rs.wroteHead {
+			n, err := rs.flush()
+			if err != nil {
+				gone = true
+				return
+			}
+			if n > 0 {
+				submit(C.RV_IN_CREDIT, id, 0, uint64(n), nil)
+			}
+		}
+	}
+	if !rs.wroteHead && !rs.reset {
+		a.rt.log().Error("ruvoy: the VM ended a response without a head", zap.String("path", r.URL.Path))
+		http.Error(rs.w, "Internal Server Error", http.StatusInternalServerError)
+	}
+	if rs.wantDone {
+		var flags C.uint32_t
+		if rs.reset {
+			flags = C.RV_F_ERROR
+		} else if _, err := rs.flush(); err != nil {
+			flags = C.RV_F_ERROR
+		}
+		submit(C.RV_IN_DONE, id, flags, 0, nil)
+	}
+}
+
+func (a *App) release() { <-a.admit }
+
+func overloaded(w http.ResponseWriter) {
+	w.Header()["Retry-After"] = []string{strconv.Itoa(1)}
+	http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+}

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Prints the C flags (cflags) or linker flags (ldflags) for building against
+# the system's libruby, read from RbConfig at build time: nothing in the
+# project names a Ruby version or path.
+#   CGO_CFLAGS="$(build/rbconfig.sh cflags)" CGO_LDFLAGS="$(build/rbconfig.sh ldflags)" go build ./cmd/ruvoy
+ruby=${RUBY:-ruby}
+case "$1" in
+cflags)
+  exec "$ruby" -rrbconfig -e 'c = RbConfig::CONFIG; puts "-I#{c["rubyarchhdrdir"]} -I#{c["rubyhdrdir"]}"' ;;
+ldflags)
+  exec "$ruby" -rrbconfig -e 'c = RbConfig::CONFIG
+    puts ["-L#{c["libdir"]}", "-Wl,-rpath,#{c["libdir"]}", c["LIBRUBYARG_SHARED"], c["LIBS"]].join(" ").split.join(" ")' ;;
+*)
+  echo "usage: $0 cflags|ldflags" >&2; exit 2 ;;
+esac

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the Debian packages ruvoy needs to build (ruby-dev), and with
+# "test" those the tests and benchmarks use. Only missing packages are
+# installed, so a second run costs nothing.
+set -eu
+packages="ruby-dev ruby-rack build-essential curl"
+if [ "${1:-}" = test ]; then
+  packages="$packages puma thin unicorn ruby-async ruby-async-http ruby-sinatra
+    ruby-rails ruby-sqlite3 ruby-pg ruby-faye-websocket bundler wrk nghttp2-client
+    nginx"
+fi
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,79 @@
+package ruvoycaddy
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("ruvoy", parseCaddyfile)
+	// Like reverse_proxy, ruvoy answers every request it gets.
+	httpcaddyfile.RegisterDirectiveOrder("ruvoy", httpcaddyfile.After, "reverse_proxy")
+}
+
+// UnmarshalCaddyfile reads:
+//
+//	ruvoy [<rackup>] {
+//	    environment   <name>
+//	    max_requests  <n>
+//	    max_body_size <size>
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		h.Rackup = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "rackup":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Rackup = d.Val()
+		case "environment":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Environment = d.Val()
+		case "max_requests":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n <= 0 {
+				return d.Errf("max_requests: want a positive integer, got %q", d.Val())
+			}
+			h.MaxRequests = n
+		case "max_body_size":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(d.Val())
+			if err != nil {
+				return d.Errf("max_body_size: %v", err)
+			}
+			h.MaxBodyBytes = int64(n)
+		default:
+			return d.Errf("unknown ruvoy option %q", d.Val())
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var handler Handler
+	err := handler.UnmarshalCaddyfile(h.Dispenser)
+	return &handler, err
+}
+
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

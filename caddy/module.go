@@ -1,0 +1,115 @@
+// Package ruvoycaddy is the Caddy module http.handlers.ruvoy: it serves
+// requests with a Rack app running in the process's embedded Ruby VM.
+//
+// Build a Caddy with it: xcaddy build --with github.com/ruvoy/ruvoy/caddy
+// (with CGO_CFLAGS and CGO_LDFLAGS from build/rbconfig.sh).
+package ruvoycaddy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/ruvoy/ruvoy"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler runs a Rack app. Its JSON:
+//
+//	{"handler": "ruvoy", "rackup": "/srv/app/config.ru", "environment": "production"}
+//
+// The VM is one per process: the first handler provisioned boots it, and a
+// config reload builds the app again in the same VM (see docs).
+type Handler struct {
+	// Rackup is the path to the app's config.ru (default: ./config.ru).
+	Rackup string `json:"rackup,omitempty"`
+	// Environment sets RACK_ENV before the app loads (default: unchanged).
+	Environment string `json:"environment,omitempty"`
+	// MaxRequests bounds the requests admitted to Ruby at once (default 1024).
+	MaxRequests int `json:"max_requests,omitempty"`
+	// MaxBodyBytes bounds request bodies: larger ones get 413 (default: none).
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+
+	app *ruvoy.App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.ruvoy",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+var registerExit sync.Once
+
+// Provision boots the VM if this is the first handler, and loads the app.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	if h.Rackup == "" {
+		h.Rackup = "config.ru"
+	}
+	rackup, err := filepath.Abs(h.Rackup)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(rackup); err != nil {
+		return fmt.Errorf("ruvoy: no rackup at %s", rackup)
+	}
+	rt, err := ruvoy.Start(ruvoy.Options{Logger: ctx.Logger()})
+	if err != nil {
+		return fmt.Errorf("ruvoy: starting Ruby: %w", err)
+	}
+	rt.SetLogger(ctx.Logger())
+	registerExit.Do(func() {
+		// The process is exiting: the servers have drained; clean the VM up
+		// so at_exit hooks run before Caddy exits.
+		caddy.OnExit(func(context.Context) { rt.Shutdown() })
+	})
+	app, err := rt.Load(rackup, h.Environment, ruvoy.AppOptions{
+		MaxRequests:  h.MaxRequests,
+		MaxBodyBytes: h.MaxBodyBytes,
+		ClientIP:     clientIP,
+	})
+	if err != nil {
+		return err
+	}
+	h.app = app
+	ctx.Logger().Debug("app loaded", zap.String("rackup", rackup))
+	return nil
+}
+
+// Cleanup drops the app when its config is unloaded (a reload or exit).
+func (h *Handler) Cleanup() error {
+	if h.app != nil {
+		h.app.Close()
+	}
+	return nil
+}
+
+// ServeHTTP answers the request from the app; it never calls next.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	h.app.ServeHTTP(w, r)
+	return nil
+}
+
+func clientIP(r *http.Request) string {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	return ip
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+)
+
+// buildConfig is the Caddy JSON config `ruvoy config.ru` runs: one server on
+// the address given, every request to the ruvoy handler, Caddy's own logs at
+// WARN (ruvoy's at INFO), no automatic HTTPS, and the admin API only when
+// asked for.
+func buildConfig(o *options) ([]byte, error) {
+	handler := map[string]any{"handler": "ruvoy", "rackup": o.rackup, "environment": o.environment}
+	server := map[string]any{
+		"listen":          []string{o.listen()},
+		"routes":          []any{map[string]any{"handle": []any{handler}}},
+		"automatic_https": map[string]any{"disable": true},
+		"protocols":       []string{"h1"},
+	}
+	logs := map[string]any{
+		"default": map[string]any{"level": "WARN", "exclude": []string{"admin", "http.handlers.ruvoy", "http.log.access"}},
+		"admin":   map[string]any{"level": "ERROR", "include": []string{"admin"}},
+		"ruvoy":   map[string]any{"level": "INFO", "include": []string{"http.handlers.ruvoy"}},
+	}
+	if o.accessLog {
+		server["logs"] = map[string]any{}
+		logs["access"] = map[string]any{
+			"level":   "INFO",
+			"include": []string{"http.log.access"},
+			"writer":  map[string]any{"output": "stdout"},
+		}
+	}
+	admin := map[string]any{"disabled": true, "config": map[string]any{"persist": false}}
+	if o.adminPort != "" {
+		admin = map[string]any{
+			"listen": net.JoinHostPort("127.0.0.1", o.adminPort),
+			"config": map[string]any{"persist": false},
+		}
+	}
+	cfg := map[string]any{
+		"admin":   admin,
+		"logging": map[string]any{"logs": logs},
+		"apps": map[string]any{
+			"http": map[string]any{
+				"grace_period": fmt.Sprintf("%ds", o.grace),
+				"servers":      map[string]any{"ruvoy": server},
+			},
+		},
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}

@@ -1,0 +1,80 @@
+// Command ruvoy serves a Rack app: `ruvoy [options] [config.ru]`. It is also
+// Caddy with the ruvoy module built in: `ruvoy run --config Caddyfile`,
+// `ruvoy reload`, `ruvoy list-modules` and every other Caddy subcommand work.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/ruvoy/ruvoy"
+	_ "github.com/ruvoy/ruvoy/caddy"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		if _, ok := caddycmd.Commands()[os.Args[1]]; ok {
+			caddycmd.Main()
+			return
+		}
+	}
+	os.Exit(serve(os.Args[1:]))
+}
+
+func versionLine() string {
+	caddyVersion, _ := caddy.Version()
+	return fmt.Sprintf("ruvoy %s (ruby %s, caddy %s)", ruvoy.Version, ruvoy.RubyVersion(), caddyVersion)
+}
+
+// serve runs the default command: serve one rackup with a generated config.
+func serve(args []string) int {
+	opts, err := parseOptions(args, os.Getenv)
+	if errors.Is(err, errHelp) {
+		fmt.Print(usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ruvoy: %v\n%s", err, usageHint)
+		return 2
+	}
+	if opts.version {
+		fmt.Println(versionLine())
+		fmt.Printf("ruby platform %s\n", ruvoy.RubyPlatform())
+		return 0
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
+		return 2
+	}
+	if opts.printConfig {
+		fmt.Println(string(cfg))
+		return 0
+	}
+	if _, err := os.Stat(opts.rackup); err != nil {
+		fmt.Fprintf(os.Stderr, "ruvoy: no rackup file at %s\n", opts.rackup)
+		return 1
+	}
+	os.Setenv("RACK_ENV", opts.environment)
+	if _, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest}); err != nil {
+		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
+		return 1
+	}
+	caddy.TrapSignals()
+	if err := caddy.Load(cfg, true); err != nil {
+		var boot *ruvoy.BootError
+		if errors.As(err, &boot) {
+			fmt.Fprintf(os.Stderr, "ruvoy: %s failed to load:\n%s", boot.Rackup, boot.Message)
+		} else {
+			fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
+		}
+		return 1
+	}
+	fmt.Printf("%s: serving %s on http://%s\n", versionLine(), opts.rackupArg, opts.listen())
+	select {} // signals end the process (caddy.TrapSignals)
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+const usage = `Usage: ruvoy [options] [config.ru]
+    -p, --port PORT          Listen on PORT (default 8080, or $PORT when set)
+    -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1)
+    -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
+        --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
+        --access-log         Log every request (to stdout)
+        --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
+        --print-config       Print the generated Caddy JSON configuration and exit
+    -v, --version            Print versions (ruvoy, ruby, caddy) and exit
+    -h, --help
+
+config.ru defaults to ./config.ru.
+
+ruvoy is also Caddy with the ruvoy module built in: "ruvoy run --config
+Caddyfile", "ruvoy reload", "ruvoy list-modules", "ruvoy help" and the other
+Caddy subcommands work as in caddy.
+`
+
+const usageHint = "Run 'ruvoy --help' for usage.\n"
+
+var errHelp = errors.New("help requested")
+
+type options struct {
+	port, address, environment string
+	adminPort                  string
+	grace                      int
+	accessLog                  bool
+	printConfig, version       bool
+	rackupArg, rackup          string
+	rest                       []string // ARGV for the app
+}
+
+func (o *options) listen() string { return net.JoinHostPort(o.address, o.port) }
+
+// parseOptions reads GNU-style options: -p 80, -p80, --port 80, --port=80.
+func parseOptions(args []string, getenv func(string) string) (*options, error) {
+	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10}
+	if p := getenv("PORT"); p != "" {
+		o.port = p
+	}
+	if e := getenv("RACK_ENV"); e != "" {
+		o.environment = e
+	}
+	var positional []string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(arg, "-") || arg == "-" {
+			positional = append(positional, arg)
+			continue
+		}
+		name, value, hasValue := strings.Cut(arg, "=")
+		if !strings.HasPrefix(arg, "--") && len(arg) > 2 {
+			name, value, hasValue = arg[:2], arg[2:], true
+		}
+		takeValue := func() (string, error) {
+			if hasValue {
+				return value, nil
+			}
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("option %s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		var err error
+		switch name {
+		case "-p", "--port":
+			o.port, err = takeValue()
+		case "-a", "--address":
+			o.address, err = takeValue()
+		case "-e", "--environment":
+			o.environment, err = takeValue()
+		case "--admin-port":
+			o.adminPort, err = takeValue()
+		case "--grace":
+			var v string
+			if v, err = takeValue(); err == nil {
+				o.grace, err = strconv.Atoi(v)
+				if err != nil || o.grace < 0 {
+					err = fmt.Errorf("--grace: want a number of seconds, got %q", v)
+				}
+			}
+		case "--access-log":
+			o.accessLog = true
+		case "--print-config":
+			o.printConfig = true
+		case "-v", "--version":
+			o.version = true
+		case "-h", "--help":
+			return nil, errHelp
+		default:
+			return nil, fmt.Errorf("unknown option %s", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := checkPort("port", o.port); err != nil {
+		return nil, err
+	}
+	if o.adminPort != "" {
+		if err := checkPort("admin port", o.adminPort); err != nil {
+			return nil, err
+		}
+	}
+	if len(positional) > 1 {
+		return nil, fmt.Errorf("one rackup file at most, got %s", strings.Join(positional, " "))
+	}
+	o.rackupArg = "config.ru"
+	if len(positional) == 1 {
+		o.rackupArg = positional[0]
+	}
+	o.rest = positional
+	abs, err := filepath.Abs(o.rackupArg)
+	if err != nil {
+		return nil, err
+	}
+	o.rackup = abs
+	return o, nil
+}
+
+func checkPort(what, p string) error {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%s: want a number from 0 to 65535, got %q", what, p)
+	}
+	return nil
+}

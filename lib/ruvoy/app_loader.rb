@@ -1,0 +1,46 @@
+# frozen_string_literal: true
+
+module Ruvoy
+  # Builds the Rack app from a rackup file, as rackup does: Bundler first when
+  # a Gemfile sits beside it (or BUNDLE_GEMFILE names one), then Rack, then
+  # Rack::Builder.parse_file. A config reload calls this again in the same VM.
+  def self.load_app(rackup, environment)
+    ENV["RACK_ENV"] = environment if environment && !environment.empty?
+    path = File.expand_path(rackup)
+    raise BootError, "no rackup file at #{path}" unless File.file?(path)
+
+    setup_bundler(File.dirname(path))
+    require "rack"
+    require "uri" # Rack 2.2's Lint uses URI without requiring it; rackup loads it
+    built = Rack::Builder.parse_file(path)
+    # Rack 2 returns [app, options], Rack 3 the app alone.
+    app = built.is_a?(Array) && built.size == 2 && built[1].is_a?(Hash) ? built[0] : built
+    raise BootError, "#{path} did not build a Rack app (got #{app.inspect})" unless app.respond_to?(:call)
+
+    app
+  end
+
+  def self.setup_bundler(dir)
+    return if @bundler_set_up
+
+    @bundler_set_up = true
+    gemfile = ENV["BUNDLE_GEMFILE"]
+    gemfile ||= %w[Gemfile gems.rb].map { |name| File.join(dir, name) }.find { |f| File.file?(f) }
+    return unless gemfile
+
+    ENV["BUNDLE_GEMFILE"] = File.expand_path(gemfile)
+    require "bundler/setup"
+  end
+
+  # Env values that never change in this process.
+  def self.env_constants
+    rack3_1 = Gem::Version.new(Rack.release) >= Gem::Version.new("3.1")
+    {
+      version: [1, 3].freeze,
+      software: "ruvoy/#{VERSION}",
+      # OPTIONS *: Rack 3.1's SPEC gives PATH_INFO "*"; earlier SPECs have no
+      # asterisk form, and their Lint accepts only "" or a path.
+      asterisk_path_info: rack3_1 ? "*" : "",
+    }.freeze
+  end
+end

@@ -1,0 +1,144 @@
+# frozen_string_literal: true
+
+require "tempfile"
+
+module Ruvoy
+  # rack.input for a request with a body. Bytes arrive from the server as
+  # the app reads; what was read is kept so that rewind works: in memory up to
+  # MEMORY_LIMIT, then in an unlinked temporary file, released when the
+  # request ends.
+  class Input
+    MEMORY_LIMIT = 128 * 1024
+
+    def initialize(id)
+      @id = id
+      @kept = String.new(encoding: Encoding::BINARY)
+      @file = nil
+      @size = 0   # bytes taken from the server so far
+      @pos = 0    # where the app reads next
+      @eof = false
+    end
+
+    def gets
+      searched = @pos
+      loop do
+        newline = find_newline(searched)
+        return take(newline + 1 - @pos) if newline
+        return(@pos < @size ? take(@size - @pos) : nil) if @eof
+
+        searched = @size
+        fill(@size + 1)
+      end
+    end
+
+    def read(length = nil, buffer = nil)
+      raise ArgumentError, "negative length #{length} given" if length&.negative?
+
+      if length.nil?
+        fill(nil)
+        data = take(@size - @pos)
+      elsif length.zero?
+        data = String.new(encoding: Encoding::BINARY)
+      else
+        fill(@pos + length)
+        data = @pos < @size ? take([length, @size - @pos].min) : nil
+      end
+      return data unless buffer
+
+      buffer.replace(data || "").force_encoding(Encoding::BINARY)
+      data && buffer
+    end
+
+    def each
+      while (line = gets)
+        yield line
+      end
+    end
+
+    def rewind
+      @pos = 0
+    end
+
+    def close; end
+
+    def external_encoding = Encoding::BINARY
+    def binmode = self
+    def binmode? = true
+
+    # Called by the server when the request ends.
+    def _release
+      @file&.close
+      @file = nil
+      @kept = nil
+    end
+
+    private
+
+    def take(length)
+      data = slice(@pos, length)
+      @pos += length
+      data
+    end
+
+    # Reads from the server until `target` bytes are kept (all when nil).
+    def fill(target)
+      until @eof || (target && @size >= target)
+        chunk = Ruvoy._read_chunk(@id)
+        chunk ? keep(chunk) : @eof = true
+      end
+    end
+
+    def keep(chunk)
+      if @file.nil? && @size + chunk.bytesize > MEMORY_LIMIT
+        @file = Tempfile.create("ruvoy-body")
+        File.unlink(@file.path)
+        @file.binmode
+        @file.write(@kept)
+        @kept = nil
+      end
+      @file ? @file.pwrite(chunk, @size) : @kept << chunk
+      @size += chunk.bytesize
+    end
+
+    def slice(offset, length)
+      return @kept.byteslice(offset, length) unless @file
+      return String.new(encoding: Encoding::BINARY) if length.zero?
+
+      @file.pread(length, offset).force_encoding(Encoding::BINARY)
+    end
+
+    # Offset of the first "\n" at or after `from` in what is kept, or nil.
+    def find_newline(from)
+      return @kept.index("\n", from) unless @file
+
+      while from < @size
+        window = slice(from, [64 * 1024, @size - from].min)
+        at = window.index("\n")
+        return from + at if at
+
+        from += window.bytesize
+      end
+      nil
+    end
+  end
+
+  # rack.input for a request without a body.
+  class EmptyInput
+    def gets = nil
+    def each; end
+    def rewind = 0
+    def close; end
+    def external_encoding = Encoding::BINARY
+    def binmode = self
+    def binmode? = true
+
+    def read(length = nil, buffer = nil)
+      buffer&.clear
+      return nil if length&.positive?
+
+      buffer || String.new(encoding: Encoding::BINARY)
+    end
+  end
+
+  EMPTY_INPUT = EmptyInput.new.freeze
+end

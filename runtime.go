@@ -1,0 +1,171 @@
+// Package ruvoy runs Rack applications in a CRuby VM embedded in the Go
+// process. The VM lives on its own C thread; requests and responses cross as
+// owned messages (see docs/architecture.md). Runtime is the VM; App is one
+// loaded rackup, an http.Handler.
+package ruvoy
+
+/*
+#include <stdlib.h>
+#include "ruvoy.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"go.uber.org/zap"
+)
+
+// Version is ruvoy's version.
+const Version = "0.1.0"
+
+// Options configure the VM. They take effect when the process's one VM
+// starts; later Start calls return the running VM and ignore them.
+type Options struct {
+	Program        string   // $0 for the app (default "ruvoy")
+	Args           []string // ARGV for the app
+	ResponseWindow int      // response bytes in flight per request (default 256 KiB)
+	Logger         *zap.Logger
+}
+
+const (
+	defaultResponseWindow = 256 << 10
+	maxStreams            = 1 << 16 // slots: every request in Ruby has one
+)
+
+// Runtime is the process's Ruby VM.
+type Runtime struct {
+	logger    atomic.Pointer[zap.Logger]
+	slots     *slots
+	controlMu sync.Mutex // one control exchange (load, unload) at a time
+	replies   chan reply
+	stopOnce  sync.Once
+	exitCode  int
+}
+
+type reply struct {
+	result uint64
+	text   string
+}
+
+var (
+	startMu sync.Mutex
+	running *Runtime
+)
+
+// RubyVersion is the version of the libruby this binary runs.
+func RubyVersion() string { return C.GoString(C.rv_ruby_version()) }
+
+// RubyPlatform is the platform libruby was built for (its ABI).
+func RubyPlatform() string { return C.GoString(C.rv_ruby_platform()) }
+
+// Start boots the VM once per process and returns it.
+func Start(o Options) (*Runtime, error) {
+	startMu.Lock()
+	defer startMu.Unlock()
+	if running != nil {
+		return running, nil
+	}
+	if o.Program == "" {
+		o.Program = "ruvoy"
+	}
+	if o.ResponseWindow <= 0 {
+		o.ResponseWindow = defaultResponseWindow
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	rt := &Runtime{slots: newSlots(maxStreams), replies: make(chan reply, 1)}
+	rt.logger.Store(o.Logger)
+
+	lib := rubyLibrary()
+	program := C.CString(o.Program)
+	defer C.free(unsafe.Pointer(program))
+	argv := C.CString(strings.Join(o.Args, "\x00") + "\x00")
+	defer C.free(unsafe.Pointer(argv))
+	clib := C.CString(lib)
+	defer C.free(unsafe.Pointer(clib))
+	cfg := C.rv_config{
+		program:     program,
+		argv:        argv,
+		argc:        C.int(len(o.Args)),
+		rubylib:     clib,
+		rubylib_len: C.size_t(len(lib)),
+		max_streams: C.uint32_t(maxStreams),
+		window:      C.uint64_t(o.ResponseWindow),
+	}
+	var cerr *C.char
+	if C.rv_start(&cfg, &cerr) != 0 {
+		msg := C.GoString(cerr)
+		C.free(unsafe.Pointer(cerr))
+		return nil, errors.New(msg)
+	}
+	go rt.dispatch()
+	running = rt
+	return rt, nil
+}
+
+// SetLogger replaces the logger the runtime writes to (a Caddy config
+// reload brings a new one).
+func (rt *Runtime) SetLogger(l *zap.Logger) {
+	if l != nil {
+		rt.logger.Store(l)
+	}
+}
+
+func (rt *Runtime) log() *zap.Logger { return rt.logger.Load() }
+
+// control sends a control message and waits for the VM's reply.
+func (rt *Runtime) control(kind C.uint32_t, aux uint64, payload []byte) reply {
+	rt.controlMu.Lock()
+	defer rt.controlMu.Unlock()
+	submit(kind, 0, 0, aux, payload)
+	return <-rt.replies
+}
+
+// Load builds the Rack app in rackup (a config.ru) and returns it. A boot
+// error comes back with Ruby's message and backtrace.
+func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) {
+	payload := append(append([]byte(rackup), 0), environment...)
+	r := rt.control(C.RV_IN_LOAD_APP, 0, payload)
+	if r.result == 0 {
+		return nil, &BootError{Rackup: rackup, Message: r.text}
+	}
+	return newApp(rt, r.result, o), nil
+}
+
+// BootError is an app that failed to load: Message holds Ruby's error and
+// backtrace as ruby would print them.
+type BootError struct {
+	Rackup  string
+	Message string
+}
+
+func (e *BootError) Error() string {
+	return fmt.Sprintf("loading %s: %s", e.Rackup, strings.TrimRight(e.Message, "\n"))
+}
+
+// Shutdown ends the VM's event loop and cleans the VM up: at_exit hooks run,
+// and it returns ruby_cleanup's status. Call it once the servers have
+// drained; requests still in Ruby then are abandoned.
+func (rt *Runtime) Shutdown() int {
+	rt.stopOnce.Do(func() {
+		submit(C.RV_IN_STOP, 0, 0, 0, nil)
+		rt.exitCode = int(C.rv_join())
+	})
+	return rt.exitCode
+}
+
+// submit copies payload into a message for the VM thread.
+func submit(kind C.uint32_t, stream uint64, flags C.uint32_t, aux uint64, payload []byte) {
+	var p unsafe.Pointer
+	if len(payload) > 0 {
+		p = unsafe.Pointer(&payload[0])
+	}
+	C.rv_submit(kind, C.uint64_t(stream), flags, C.uint64_t(aux), p, C.size_t(len(payload)))
+}

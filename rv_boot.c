@@ -1,0 +1,296 @@
+/*
+ * rv_boot.c: the VM thread, from pthread_create to ruby_cleanup, and the
+ * functions Go calls (ruvoy.h).
+ *
+ * The VM lives on a pthread created here (not a goroutine: Go callbacks from
+ * fiber stacks on a locked goroutine crash), booted as DESIGN.md records:
+ * ruby_sysinit with writable argv, RUBY_INIT_STACK in the start routine,
+ * ruby_setup, setlocale, ruby_options with -e "" (load path, encodings,
+ * rubygems, RUBYOPT), then the signal fix-ups below.
+ */
+#include "rv_internal.h"
+
+#include <locale.h>
+#include <ruby/version.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rv_ruby_bind(void);
+void rv_scheduler_install(void);
+
+static rv_config config;
+static pthread_t vm_thread;
+static pthread_mutex_t boot_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t boot_cv = PTHREAD_COND_INITIALIZER;
+static int boot_state; /* 0 booting, 1 serving, -1 failed */
+static char *boot_error;
+static int exit_status;
+
+static void boot_done(int state, const char *error)
+{
+    pthread_mutex_lock(&boot_mu);
+    boot_state = state;
+    if (error)
+        boot_error = strdup(error);
+    pthread_cond_signal(&boot_cv);
+    pthread_mutex_unlock(&boot_mu);
+}
+
+/* ---- signals ---- */
+
+static struct sigaction go_actions[NSIG], ruby_faults[NSIG];
+
+static int is_fault(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE;
+}
+
+/* A fault on a Ruby thread is Ruby's to report ([BUG] with a backtrace); on
+ * any other thread it is Go's (a nil dereference becomes a panic). */
+static void fault_chain(int sig, siginfo_t *info, void *uctx)
+{
+    struct sigaction *next = ruby_native_thread_p() ? &ruby_faults[sig] : &go_actions[sig];
+    if (next->sa_flags & SA_SIGINFO) {
+        next->sa_sigaction(sig, info, uctx);
+    } else if (next->sa_handler == SIG_DFL || next->sa_handler == SIG_IGN) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else {
+        next->sa_handler(sig);
+    }
+}
+
+static int same_action(const struct sigaction *a, const struct sigaction *b)
+{
+    return a->sa_sigaction == b->sa_sigaction && a->sa_flags == b->sa_flags;
+}
+
+/* Ruby's boot replaced Go's handlers for HUP, TERM, ... (without SA_ONSTACK:
+ * Go then crashes) and installed its own for faults, CHLD and VTALRM. Give
+ * Go its handlers back, keep Ruby's CHLD and VTALRM (threads are interrupted
+ * with VTALRM; backticks hang without CHLD) on the alternate stack, and chain
+ * the fault handlers. */
+static void fix_signals(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP)
+            continue;
+        struct sigaction now;
+        if (sigaction(sig, NULL, &now) < 0 || same_action(&now, &go_actions[sig]))
+            continue;
+        if (sig == SIGVTALRM || sig == SIGCHLD) {
+            now.sa_flags |= SA_ONSTACK;
+            sigaction(sig, &now, NULL);
+        } else if (is_fault(sig)) {
+            ruby_faults[sig] = now;
+            struct sigaction chain;
+            memset(&chain, 0, sizeof chain);
+            chain.sa_sigaction = fault_chain;
+            chain.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+            sigfillset(&chain.sa_mask);
+            sigaction(sig, &chain, NULL);
+        } else {
+            sigaction(sig, &go_actions[sig], NULL);
+        }
+    }
+}
+
+/* Signals meant for the process go to Go's threads, never to this one. */
+static void block_async_signals(void)
+{
+    sigset_t set;
+    sigfillset(&set);
+    int keep[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGVTALRM};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        sigdelset(&set, keep[i]);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* An app's Signal.trap installs Ruby's handler; keep it Go-safe. */
+void rv_signal_fixup(int sig)
+{
+    struct sigaction now;
+    if (sig > 0 && sig < NSIG && sigaction(sig, NULL, &now) == 0 && !(now.sa_flags & SA_ONSTACK)) {
+        now.sa_flags |= SA_ONSTACK;
+        sigaction(sig, &now, NULL);
+    }
+}
+
+/* ---- the embedded Ruby library ---- */
+
+static VALUE eval_lib(VALUE unused)
+{
+    (void)unused;
+    VALUE binding = rb_const_get(rb_cObject, rb_intern("TOPLEVEL_BINDING"));
+    const char *p = config.rubylib, *end = p + config.rubylib_len;
+    while (p < end) {
+        const char *name = p;
+        const char *src = name + strlen(name) + 1;
+        size_t len = strlen(src);
+        rb_funcall(rb_mKernel, rb_intern("eval"), 4, rb_str_new(src, (long)len), binding,
+                   rb_str_new_cstr(name), INT2FIX(1));
+        p = src + len + 1;
+    }
+    VALUE argv = rb_get_argv();
+    rb_ary_clear(argv);
+    for (int i = 0, off = 0; i < config.argc; i++) {
+        rb_ary_push(argv, rb_external_str_new_cstr(config.argv + off));
+        off += (int)strlen(config.argv + off) + 1;
+    }
+    return Qnil;
+}
+
+static VALUE describe(VALUE exc)
+{
+    return rb_funcall(exc, rb_intern("full_message"), 0);
+}
+
+static int boot_ruby_side(void)
+{
+    rv_ruby_init();
+    rv_response_init();
+    rv_request_init();
+    rv_scheduler_init();
+    int state = 0;
+    rb_protect(eval_lib, Qnil, &state);
+    if (state) {
+        VALUE exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        VALUE text = rb_protect(describe, exc, &state);
+        boot_done(-1, state ? "the embedded Ruby library failed to load" : StringValueCStr(text));
+        return 0;
+    }
+    rv_ruby_bind();
+    rv_env_init();
+    rv_loop_init(&config);
+    rv_scheduler_install();
+    return 1;
+}
+
+static void *vm_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "ruvoy-vm");
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction(sig, NULL, &go_actions[sig]);
+
+    /* Writable: setting $0 later writes the process title into argv. */
+    static char arg0[256];
+    snprintf(arg0, sizeof arg0, "%s", config.program);
+    static char *args[] = {arg0, NULL};
+    int argc = 1;
+    char **argv = args;
+    ruby_sysinit(&argc, &argv);
+    {
+        RUBY_INIT_STACK;
+        if (ruby_setup() != 0) {
+            boot_done(-1, "ruby_setup failed");
+            return NULL;
+        }
+        setlocale(LC_CTYPE, "");
+        static char opt0[] = "ruvoy", opt1[] = "-e", opt2[] = "";
+        static char *opts[] = {opt0, opt1, opt2, NULL};
+        void *node = ruby_options(3, opts);
+        int status = 0;
+        if (!ruby_executable_node(node, &status)) {
+            boot_done(-1, "Ruby failed to start (its own message is above; check RUBYOPT)");
+            return NULL;
+        }
+        ruby_script(config.program);
+        fix_signals();
+        block_async_signals();
+        if (boot_ruby_side()) {
+            boot_done(1, NULL);
+            rv_loop_run();
+        }
+        exit_status = ruby_cleanup(0);
+    }
+    return NULL;
+}
+
+/* ---- called from Go ---- */
+
+static char *copy(const char *p, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (!c)
+        abort();
+    memcpy(c, p, n);
+    c[n] = 0;
+    return c;
+}
+
+int rv_start(const rv_config *cfg, char **error)
+{
+    config = *cfg;
+    config.program = copy(cfg->program, strlen(cfg->program));
+    size_t argv_len = 0;
+    for (int i = 0; i < cfg->argc; i++)
+        argv_len += strlen(cfg->argv + argv_len) + 1;
+    config.argv = copy(cfg->argv, argv_len);
+    config.rubylib = copy(cfg->rubylib, cfg->rubylib_len);
+
+    if (rv_inbox_init(&rv_to_vm) < 0 || rv_inbox_init(&rv_to_go) < 0) {
+        *error = strdup("eventfd failed");
+        return -1;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 16u << 20);
+    int rc = pthread_create(&vm_thread, &attr, vm_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        *error = strdup("could not create the VM thread");
+        return -1;
+    }
+    pthread_mutex_lock(&boot_mu);
+    while (boot_state == 0)
+        pthread_cond_wait(&boot_cv, &boot_mu);
+    pthread_mutex_unlock(&boot_mu);
+    if (boot_state < 0) {
+        *error = boot_error ? boot_error : strdup("the VM failed to boot");
+        pthread_join(vm_thread, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)
+{
+    rv_msg *m = rv_msg_new(kind, stream, flags, aux, len);
+    if (len)
+        memcpy(m->data, data, len);
+    rv_inbox_push(&rv_to_vm, m);
+}
+
+rv_msg *rv_out_poll(void)
+{
+    rv_msg *m = rv_inbox_take(&rv_to_go);
+    if (m || !rv_inbox_sleep(&rv_to_go))
+        return m ? m : rv_inbox_take(&rv_to_go);
+    return NULL;
+}
+
+int rv_out_fd(void)
+{
+    return rv_to_go.efd;
+}
+
+int rv_join(void)
+{
+    pthread_join(vm_thread, NULL);
+    return exit_status;
+}
+
+const char *rv_ruby_version(void)
+{
+    return ruby_version;
+}
+
+const char *rv_ruby_platform(void)
+{
+    return ruby_platform;
+}

@@ -1,0 +1,199 @@
+/*
+ * rv_internal.h: the VM thread's own declarations. Only C files include this;
+ * everything here runs on the VM thread (or on Ruby threads holding the GVL),
+ * except the inbox functions, which any thread may call.
+ */
+#ifndef RV_INTERNAL_H
+#define RV_INTERNAL_H
+
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/thread.h>
+#include <ruby/st.h>
+#include <stdatomic.h>
+
+#include "ruvoy.h"
+
+/* ---- inboxes (rv_queue.c) ---- */
+
+typedef struct rv_inbox {
+    _Atomic(rv_msg *) head;
+    atomic_int sleeping;
+    int efd;
+} rv_inbox;
+
+int rv_inbox_init(rv_inbox *q);
+void rv_inbox_push(rv_inbox *q, rv_msg *m);
+rv_msg *rv_inbox_take(rv_inbox *q);
+int rv_inbox_sleep(rv_inbox *q);
+void rv_inbox_wake(rv_inbox *q);
+void rv_inbox_drain_fd(rv_inbox *q);
+rv_msg *rv_msg_new(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, size_t len);
+
+extern rv_inbox rv_to_vm, rv_to_go;
+
+/* ---- out messages under construction (rv_buf.c) ---- */
+
+typedef struct rv_buf {
+    rv_msg *m;
+    size_t cap;
+} rv_buf;
+
+void rv_buf_start(rv_buf *b, uint32_t kind, uint64_t stream, size_t hint);
+void rv_buf_put(rv_buf *b, const void *p, size_t n);
+void rv_buf_put_u16(rv_buf *b, uint16_t v);
+void rv_buf_put_u32(rv_buf *b, uint32_t v);
+void rv_buf_put_str(rv_buf *b, const char *p, size_t n); /* u32 length + bytes */
+rv_msg *rv_buf_finish(rv_buf *b);
+
+/* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
+
+typedef struct rv_timer rv_timer;
+struct rv_timer {
+    uint64_t deadline; /* CLOCK_MONOTONIC nanoseconds */
+    size_t slot;       /* 1-based heap position; 0 when not scheduled */
+    void (*fire)(rv_timer *t);
+};
+
+typedef struct rv_timers {
+    rv_timer **heap;
+    size_t len, cap;
+} rv_timers;
+
+uint64_t rv_now(void);
+void rv_timer_add(rv_timers *h, rv_timer *t);
+void rv_timer_remove(rv_timers *h, rv_timer *t);
+rv_timer *rv_timer_peek(rv_timers *h);
+
+/* ---- waiting fibers (rv_loop.c) ---- */
+
+enum { RV_W_IDLE, RV_W_WAITING, RV_W_READY };
+
+/* Why a request's own fiber waits; other waits are RV_WAIT_OTHER. */
+enum { RV_WAIT_OTHER, RV_WAIT_INPUT, RV_WAIT_CREDIT, RV_WAIT_DONE, RV_WAIT_BLOCK, RV_WAIT_IO };
+
+typedef struct rv_stream rv_stream;
+typedef struct rv_waiter rv_waiter;
+
+/* A suspended fiber. It lives on that fiber's own stack for as long as the
+ * fiber waits; rv_wait's ensure unlinks it from everything it is in. */
+struct rv_waiter {
+    VALUE fiber;
+    VALUE result;        /* what rv_wait returns */
+    int state;           /* RV_W_* */
+    int reason;          /* RV_WAIT_* */
+    int uninterruptible; /* interrupts are held until the wait ends */
+    VALUE held;          /* an interrupt that arrived while uninterruptible */
+    rv_waiter *ready_next, *ready_prev;
+    rv_timer timer;
+    int fd;              /* io_wait: the descriptor, or -1 */
+    uint32_t events;     /* io_wait: wanted epoll events */
+    rv_waiter *fd_next, *fd_prev;
+    rv_stream *stream;   /* the request whose own fiber this is, if any */
+};
+
+/* One request as the VM thread sees it. */
+struct rv_stream {
+    uint64_t id;
+    uint32_t slot;
+    VALUE fiber, app, env;
+    VALUE response;                /* what the app returned, for response_finished */
+    rv_msg *request;               /* the RV_IN_REQUEST message, kept until the end */
+    rv_msg *in_first, *in_last;    /* body chunks not yet taken by the app */
+    int in_state;                  /* RV_BODY_* */
+    uint64_t inflight;             /* response bytes sent but not yet credited */
+    rv_buf out;                    /* response message built but not yet pushed */
+    size_t out_body;               /* body bytes in it */
+    uint64_t out_since;            /* when its first body byte was added */
+    int head_sent;                 /* a head went to Go */
+    int reset;                     /* the body failed after the head went out */
+    int ended;                     /* an END went to Go before the final message */
+    int cancelled;                 /* the client went away */
+    int interrupt_pending;         /* cancel arrived while the fiber could not take it */
+    int done, done_error;          /* RV_IN_DONE arrived */
+    int finishing;                 /* the app is done; after-reply hooks may run */
+    rv_waiter *waiter;             /* the request fiber's current wait */
+    rv_waiter *input_waiter;       /* who waits for body bytes */
+    rv_waiter *credit_waiter;      /* who waits for the response window */
+    rv_waiter *done_waiter;        /* who waits for the response to be written */
+};
+
+enum { RV_BODY_OPEN, RV_BODY_EOF, RV_BODY_FAILED, RV_BODY_TOO_LARGE };
+
+typedef struct rv_fdwait {
+    rv_waiter *first;
+    uint32_t armed; /* events registered with epoll (oneshot) */
+    int added;      /* the fd is in the epoll set */
+} rv_fdwait;
+
+typedef struct rv_loop {
+    VALUE root_fiber, thread, scheduler;
+    VALUE apps;                 /* Array: app id -> app, or nil */
+    rv_stream **streams;        /* by slot */
+    uint32_t nstreams, live;
+    uint64_t window;
+    rv_stream *current;         /* the request whose fiber runs now, if any */
+    rv_waiter ready;            /* sentinel of the ready list */
+    rv_timers timers;
+    st_table *waiting;          /* fiber -> rv_waiter*, every suspended fiber */
+    st_table *pending;          /* fiber -> exception to raise at its next wait */
+    int epfd;
+    rv_fdwait *fds;
+    int nfds;
+    int stopping;
+    int booted;
+} rv_loop;
+
+extern rv_loop *rv_L;
+
+void rv_loop_init(const rv_config *cfg);
+void rv_loop_run(void);
+void rv_run_fiber(rv_stream *s, VALUE fiber);
+void rv_waiter_init(rv_waiter *w, int reason);
+VALUE rv_wait(rv_waiter *w);
+VALUE rv_wait_switching(rv_waiter *w, VALUE target);
+void rv_make_ready(rv_waiter *w, VALUE result);
+void rv_interrupt(VALUE fiber, VALUE exc);
+void rv_fd_watch(rv_waiter *w);
+void rv_fd_unwatch(rv_waiter *w);
+void rv_wake_from_other_thread(void);
+
+/* ---- streams, requests and responses ---- */
+
+rv_stream *rv_stream_find(uint64_t id);
+void rv_stream_push(rv_stream *s, rv_msg *m);
+void rv_stream_flush(rv_stream *s);
+void rv_stream_wait(rv_stream *s, rv_waiter **slot, int reason);
+VALUE rv_stream_wait_done(VALUE slot);
+void rv_stream_end(rv_stream *s);
+void rv_stream_finish(rv_stream *s);
+void rv_request_start(rv_msg *m);
+void rv_stream_deliver(rv_msg *m);
+VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));
+VALUE rv_env_build(rv_stream *s);
+void rv_respond(rv_stream *s, VALUE env, VALUE response);
+void rv_respond_error(rv_stream *s, int status);
+void rv_stream_write(rv_stream *s, const char *p, size_t n, int now);
+void rv_response_init(void);
+void rv_request_init(void);
+VALUE rv_input_read_chunk(rv_stream *s);
+
+/* ---- logging (rv_log.c) ---- */
+
+void rv_log(int level, const char *msg, int nfields, const char *const *fields);
+void rv_log_exception(rv_stream *s, const char *what, VALUE exc);
+void rv_send_reply(uint64_t result, const char *text, size_t len);
+
+/* ---- Ruby-side names (rv_ruby.c) ---- */
+
+extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_cInput, rv_empty_input, rv_cFiber,
+    rv_eFiberError;
+extern ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new,
+    rv_id_to_ary, rv_id_load_app, rv_id_error_fields, rv_id_after_reply;
+void rv_ruby_init(void);
+void rv_scheduler_init(void);
+void rv_env_init(void);
+
+#define RV_SLOT(id) ((uint32_t)((id) & 0xffffffffu))
+
+#endif

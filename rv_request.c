@@ -1,0 +1,200 @@
+/*
+ * rv_request.c: one request's fiber, from the head Go sent to the final
+ * message: build the env, call the app, send the response, run the
+ * after-reply hooks. Every exception is caught here: one that escaped a
+ * fiber would surface in the event loop instead.
+ */
+#include "rv_internal.h"
+
+#include <stdlib.h>
+
+#define L rv_L
+
+static VALUE k_after_reply, k_response_finished;
+
+static VALUE new_fiber(VALUE slot)
+{
+    return rb_block_call(rv_cFiber, rv_id_new, 0, NULL, rv_request_main, slot);
+}
+
+void rv_request_start(rv_msg *m)
+{
+    uint32_t slot = RV_SLOT(m->stream);
+    if (slot >= L->nstreams || L->streams[slot]) {
+        rv_log(RV_LOG_ERROR, "ruvoy bug: a request arrived for a slot in use", 0, NULL);
+        rv_inbox_push(&rv_to_go, rv_msg_new(RV_OUT_RESET, m->stream, RV_F_END | RV_F_FINAL, 0, 0));
+        rv_msg_free(m);
+        return;
+    }
+    rv_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    s->id = m->stream;
+    s->slot = slot;
+    s->request = m;
+    s->fiber = s->env = s->response = Qnil;
+    long app = (long)m->aux;
+    s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
+    L->streams[slot] = s;
+    L->live++;
+    if (NIL_P(s->app)) {
+        rv_respond_error(s, 503);
+        rv_stream_finish(s);
+        return;
+    }
+    int state = 0;
+    VALUE fiber = rb_protect(new_fiber, INT2FIX(slot), &state);
+    if (state) {
+        VALUE exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        rv_log_exception(s, "no fiber could be made for the request", exc);
+        rv_respond_error(s, 503);
+        rv_stream_finish(s);
+        return;
+    }
+    s->fiber = fiber;
+    rv_run_fiber(s, fiber);
+}
+
+static VALUE build_env(VALUE s)
+{
+    return rv_env_build((rv_stream *)s);
+}
+
+static VALUE call_app(VALUE arg)
+{
+    rv_stream *s = (rv_stream *)arg;
+    return rb_funcall(s->app, rv_id_call, 1, s->env);
+}
+
+static VALUE respond(VALUE arg)
+{
+    rv_stream *s = (rv_stream *)arg;
+    rv_respond(s, s->env, s->response);
+    return Qnil;
+}
+
+static void app_failed(rv_stream *s, VALUE exc)
+{
+    if (s->cancelled || rb_obj_is_kind_of(exc, rv_eClientDisconnected)) {
+        s->reset = 1; /* nobody is listening; nothing to log */
+        return;
+    }
+    rv_log_exception(s, "the app raised", exc);
+    if (s->head_sent)
+        s->reset = 1;
+    else
+        rv_respond_error(s, 500);
+}
+
+/* ---- after the response: rack.after_reply and rack.response_finished ---- */
+
+struct hooks {
+    rv_stream *s;
+    VALUE after_reply, finished, error;
+};
+
+static VALUE lookup_hooks(VALUE arg)
+{
+    struct hooks *h = (struct hooks *)arg;
+    h->after_reply = rb_hash_lookup(h->s->env, k_after_reply);
+    h->finished = rb_hash_lookup(h->s->env, k_response_finished);
+    return Qnil;
+}
+
+static int has_hooks(VALUE ary)
+{
+    return RB_TYPE_P(ary, T_ARRAY) && RARRAY_LEN(ary) > 0;
+}
+
+struct hook_call {
+    VALUE hook;
+    int argc;
+    const VALUE *argv;
+};
+
+static VALUE call_hook(VALUE arg)
+{
+    struct hook_call *c = (struct hook_call *)arg;
+    return rb_funcallv(c->hook, rv_id_call, c->argc, c->argv);
+}
+
+static void run_list(rv_stream *s, VALUE ary, int argc, const VALUE *argv, const char *what)
+{
+    if (!has_hooks(ary))
+        return;
+    for (long i = 0; i < RARRAY_LEN(ary); i++) {
+        struct hook_call c = {rb_ary_entry(ary, i), argc, argv};
+        int state = 0;
+        rb_protect(call_hook, (VALUE)&c, &state);
+        if (state) {
+            VALUE exc = rb_errinfo();
+            rb_set_errinfo(Qnil);
+            rv_log_exception(s, what, exc);
+        }
+    }
+}
+
+static void run_hooks(struct hooks *h)
+{
+    rv_stream *s = h->s;
+    VALUE status = Qnil, headers = Qnil;
+    if (NIL_P(h->error) && RB_TYPE_P(s->response, T_ARRAY) && RARRAY_LEN(s->response) == 3) {
+        status = rb_ary_entry(s->response, 0);
+        headers = rb_ary_entry(s->response, 1);
+    }
+    VALUE args[4] = {s->env, status, headers, h->error};
+    run_list(s, h->after_reply, 0, NULL, "a rack.after_reply hook raised");
+    run_list(s, h->finished, 4, args, "a rack.response_finished hook raised");
+}
+
+static void after_reply(rv_stream *s, VALUE exc)
+{
+    if (NIL_P(s->env))
+        return;
+    struct hooks h = {s, Qnil, Qnil, exc};
+    int state = 0;
+    rb_protect(lookup_hooks, (VALUE)&h, &state);
+    if (state) {
+        rb_set_errinfo(Qnil);
+        return;
+    }
+    if (!has_hooks(h.after_reply) && !has_hooks(h.finished))
+        return;
+    rv_stream_end(s);
+    while (!s->done && !s->cancelled)
+        rv_stream_wait(s, &s->done_waiter, RV_WAIT_DONE);
+    if (NIL_P(h.error) && (s->cancelled || s->done_error))
+        h.error = rb_exc_new_cstr(rv_eClientDisconnected, "the client went away before the response was written");
+    run_hooks(&h);
+}
+
+VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot))
+{
+    (void)yielded, (void)argc, (void)argv, (void)blockarg;
+    rv_stream *s = L->streams[FIX2INT(slot)];
+    int state = 0;
+    VALUE exc = Qnil;
+    s->env = rb_protect(build_env, (VALUE)s, &state);
+    if (!state)
+        s->response = rb_protect(call_app, (VALUE)s, &state);
+    if (!state)
+        rb_protect(respond, (VALUE)s, &state);
+    if (state) {
+        exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        app_failed(s, exc);
+    }
+    s->finishing = 1;
+    after_reply(s, exc);
+    rv_stream_finish(s);
+    return Qnil;
+}
+
+void rv_request_init(void)
+{
+    k_after_reply = rb_interned_str_cstr("rack.after_reply");
+    k_response_finished = rb_interned_str_cstr("rack.response_finished");
+    rb_gc_register_mark_object(k_after_reply);
+    rb_gc_register_mark_object(k_response_finished);
+}

@@ -1,0 +1,504 @@
+/*
+ * rv_response.c: turning an app's [status, headers, body] into messages.
+ *
+ * Payload of RV_OUT_HEAD and RV_OUT_FILE (aux is the status):
+ *   i64 content length (-1: unknown), i32 file descriptor (FILE only, else -1),
+ *   u16 header count, then per header: u16 name length + name, u32 value
+ *   length + value; the rest of the payload is the first body bytes.
+ * RV_OUT_DATA carries body bytes only.
+ *
+ * The head is held until the first body bytes, so a response whose body fails
+ * before producing anything can still become a 500. Body bytes collect in the
+ * stream's out message and go to Go when the fiber waits, when 64 KiB have
+ * collected, or when the first of them has waited 1 ms, whichever comes first.
+ * A body that ends before anything was sent gets a Content-Length.
+ */
+#include "rv_internal.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define L rv_L
+
+#define FLUSH_BYTES (64 * 1024)
+#define FLUSH_NS 1000000u
+#define HEAD_CL_OFFSET 0
+#define HEAD_FD_OFFSET 8
+#define HEAD_COUNT_OFFSET 12
+
+typedef struct resp {
+    rv_stream *s;
+    VALUE env, status_v, headers, body;
+    int status;
+    int no_body;      /* HEAD request, or a status without a body */
+    int64_t declared; /* Content-Length the app gave, or -1 */
+    int64_t sent;     /* body bytes the app produced */
+    uint16_t count;   /* headers written */
+    const char *malformed;
+    VALUE malformed_name;
+} resp;
+
+static VALUE eMalformed;
+
+static void malformed(resp *r, const char *why)
+{
+    if (!r->malformed)
+        r->malformed = why;
+}
+
+/* ---- status and headers ---- */
+
+static int parse_status(resp *r)
+{
+    VALUE v = r->status_v;
+    long st = -1;
+    if (FIXNUM_P(v)) {
+        st = FIX2LONG(v);
+    } else if (RB_TYPE_P(v, T_STRING) && RSTRING_LEN(v) == 3) {
+        const char *p = RSTRING_PTR(v);
+        if (p[0] >= '0' && p[0] <= '9' && p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9')
+            st = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+    }
+    if (st < 100 || st > 599) {
+        malformed(r, "the status is not an Integer from 100 to 599");
+        return 0;
+    }
+    if (st < 200) {
+        malformed(r, "an informational status (1xx) cannot be the final response");
+        return 0;
+    }
+    r->status = (int)st;
+    return 1;
+}
+
+static int tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return 1;
+    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static int name_is(const char *p, long n, const char *lower)
+{
+    long len = (long)strlen(lower);
+    if (n != len)
+        return 0;
+    for (long i = 0; i < n; i++) {
+        char c = p[i];
+        if (c >= 'A' && c <= 'Z')
+            c += 32;
+        if (c != lower[i])
+            return 0;
+    }
+    return 1;
+}
+
+static int64_t parse_length(const char *p, long n)
+{
+    if (n == 0 || n > 18)
+        return -2;
+    int64_t v = 0;
+    for (long i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -2;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+/* Writes one header line per "\n"-separated part of value. */
+static void put_value(resp *r, rv_buf *b, const char *name, long nlen, VALUE value)
+{
+    const char *p = RSTRING_PTR(value), *end = p + RSTRING_LEN(value);
+    while (p <= end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        for (const char *c = p; c < stop; c++) {
+            unsigned char u = (unsigned char)*c;
+            if ((u < 0x20 && u != '\t') || u == 0x7f) {
+                malformed(r, "a header value contains a control character (CR, NUL or another)");
+                return;
+            }
+        }
+        if (stop > p || !nl) {
+            if (name_is(name, nlen, "content-length")) {
+                int64_t v = parse_length(p, stop - p);
+                if (v < 0 || (r->declared >= 0 && r->declared != v)) {
+                    malformed(r, "Content-Length is not a single non-negative integer");
+                    return;
+                }
+                r->declared = v;
+            }
+            rv_buf_put_u16(b, (uint16_t)nlen);
+            rv_buf_put(b, name, (size_t)nlen);
+            rv_buf_put_str(b, p, (size_t)(stop - p));
+            r->count++;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+}
+
+static int put_header(VALUE name, VALUE value, VALUE arg)
+{
+    resp *r = (resp *)arg;
+    rv_buf *b = &r->s->out;
+    if (!RB_TYPE_P(name, T_STRING)) {
+        malformed(r, "a header name is not a String");
+        return ST_STOP;
+    }
+    const char *p = RSTRING_PTR(name);
+    long n = RSTRING_LEN(name);
+    if (n >= 5 && name_is(p, 5, "rack."))
+        return ST_CONTINUE; /* server-private per SPEC */
+    if (n == 0 || n > 0xffff) {
+        r->malformed_name = name;
+        malformed(r, "a header name is empty or too long");
+        return ST_STOP;
+    }
+    for (long i = 0; i < n; i++) {
+        if (!tchar((unsigned char)p[i])) {
+            r->malformed_name = name;
+            malformed(r, "a header name contains a character that is not allowed (CR, LF, NUL, space, ...)");
+            return ST_STOP;
+        }
+    }
+    if (name_is(p, n, "status")) {
+        malformed(r, "the headers contain Status");
+        return ST_STOP;
+    }
+    if (name_is(p, n, "transfer-encoding"))
+        return ST_CONTINUE; /* framing is the server's business */
+    if (NIL_P(value))
+        return ST_CONTINUE;
+    if (RB_TYPE_P(value, T_ARRAY)) {
+        for (long i = 0; i < RARRAY_LEN(value) && !r->malformed; i++) {
+            VALUE v = rb_ary_entry(value, i);
+            put_value(r, b, p, n, RB_TYPE_P(v, T_STRING) ? v : rb_obj_as_string(v));
+        }
+    } else {
+        put_value(r, b, p, n, RB_TYPE_P(value, T_STRING) ? value : rb_obj_as_string(value));
+    }
+    if (r->malformed) {
+        r->malformed_name = name;
+        return ST_STOP;
+    }
+    return ST_CONTINUE;
+}
+
+static VALUE each_header(RB_BLOCK_CALL_FUNC_ARGLIST(pair, arg))
+{
+    VALUE ary = rb_check_array_type(pair);
+    if (NIL_P(ary) || RARRAY_LEN(ary) != 2) {
+        malformed((resp *)arg, "headers#each did not yield [name, value] pairs");
+        return Qnil;
+    }
+    put_header(rb_ary_entry(ary, 0), rb_ary_entry(ary, 1), arg);
+    return Qnil;
+}
+
+static void start_head(resp *r)
+{
+    rv_buf *b = &r->s->out;
+    rv_buf_start(b, RV_OUT_HEAD, r->s->id, 512);
+    int64_t cl = -1;
+    int32_t fd = -1;
+    uint16_t count = 0;
+    rv_buf_put(b, &cl, sizeof cl);
+    rv_buf_put(b, &fd, sizeof fd);
+    rv_buf_put(b, &count, sizeof count);
+    b->m->aux = (uint64_t)r->status;
+}
+
+static VALUE build_head(VALUE arg)
+{
+    resp *r = (resp *)arg;
+    if (!parse_status(r))
+        return Qnil;
+    start_head(r);
+    if (RB_TYPE_P(r->headers, T_HASH))
+        rb_hash_foreach(r->headers, put_header, arg);
+    else if (rb_respond_to(r->headers, rv_id_each))
+        rb_block_call(r->headers, rv_id_each, 0, NULL, each_header, arg);
+    else
+        malformed(r, "the headers are not a Hash");
+    if (!r->malformed)
+        memcpy(r->s->out.m->data + HEAD_COUNT_OFFSET, &r->count, sizeof r->count);
+    return Qnil;
+}
+
+static void set_length(rv_stream *s, int64_t length)
+{
+    if (s->out.m && (s->out.m->kind == RV_OUT_HEAD || s->out.m->kind == RV_OUT_FILE))
+        memcpy(s->out.m->data + HEAD_CL_OFFSET, &length, sizeof length);
+}
+
+/* ---- body bytes ---- */
+
+static void wait_for_window(rv_stream *s)
+{
+    while (s->inflight >= L->window && !s->cancelled)
+        rv_stream_wait(s, &s->credit_waiter, RV_WAIT_CREDIT);
+    if (s->cancelled)
+        rb_raise(rv_eClientDisconnected, "the client went away");
+}
+
+/* Adds body bytes to the out message, sending it when it is due. */
+void rv_stream_write(rv_stream *s, const char *p, size_t n, int now)
+{
+    if (s->cancelled)
+        rb_raise(rv_eClientDisconnected, "the client went away");
+    if (n == 0 && !now)
+        return;
+    if (!s->out.m) {
+        rv_buf_start(&s->out, RV_OUT_DATA, s->id, n < FLUSH_BYTES ? n : FLUSH_BYTES);
+        s->out_since = 0;
+    }
+    if (n && !s->out_body)
+        s->out_since = rv_now();
+    rv_buf_put(&s->out, p, n);
+    s->out_body += n;
+    if (now || s->out_body >= FLUSH_BYTES || rv_now() - s->out_since >= FLUSH_NS) {
+        rv_stream_flush(s);
+        wait_for_window(s);
+    }
+}
+
+static void put_chunk(resp *r, VALUE chunk)
+{
+    if (!RB_TYPE_P(chunk, T_STRING)) {
+        VALUE cls = rb_class_name(rb_obj_class(chunk));
+        rb_raise(eMalformed, "the body yielded a %s, not a String", StringValueCStr(cls));
+    }
+    long n = RSTRING_LEN(chunk);
+    r->sent += n;
+    if (r->declared >= 0 && r->sent > r->declared)
+        rb_raise(eMalformed, "the body is longer than its Content-Length (%lld)", (long long)r->declared);
+    rv_stream_write(r->s, RSTRING_PTR(chunk), (size_t)n, 0);
+}
+
+static VALUE each_chunk(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
+{
+    put_chunk((resp *)arg, chunk);
+    return Qnil;
+}
+
+static VALUE send_array(VALUE arg)
+{
+    resp *r = (resp *)arg;
+    long total = 0;
+    for (long i = 0; i < RARRAY_LEN(r->body); i++) {
+        VALUE c = RARRAY_AREF(r->body, i);
+        if (RB_TYPE_P(c, T_STRING))
+            total += RSTRING_LEN(c);
+    }
+    if (r->declared < 0 && !r->no_body)
+        set_length(r->s, total);
+    if (r->no_body) {
+        if (r->declared < 0 && r->status != 204 && r->status != 304)
+            set_length(r->s, total);
+        return Qnil;
+    }
+    for (long i = 0; i < RARRAY_LEN(r->body); i++)
+        put_chunk(r, RARRAY_AREF(r->body, i));
+    return Qnil;
+}
+
+static VALUE send_each(VALUE arg)
+{
+    resp *r = (resp *)arg;
+    rb_block_call(r->body, rv_id_each, 0, NULL, each_chunk, arg);
+    return Qnil;
+}
+
+static VALUE stream_body(VALUE arg)
+{
+    resp *r = (resp *)arg;
+    rv_stream_flush(r->s); /* the head goes out now: the app may take a while */
+    VALUE io = rb_funcall(rv_mRuvoy, rb_intern("stream_io"), 1, ULL2NUM(r->s->id));
+    rb_funcall(r->body, rv_id_call, 1, io);
+    return Qnil;
+}
+
+/* A file body (to_path) that Go can send itself: the whole file, as a 200,
+ * with no Content-Length or the file's own. The descriptor is opened here,
+ * before the body is closed (a Tempfile body unlinks its file on close). */
+static VALUE file_path(VALUE body)
+{
+    VALUE path = rb_funcall(body, rv_id_to_path, 0);
+    return RB_TYPE_P(path, T_STRING) ? path : Qnil;
+}
+
+static int try_file(resp *r)
+{
+    if (r->status != 200 || !rb_respond_to(r->body, rv_id_to_path))
+        return 0;
+    int state = 0;
+    VALUE path = rb_protect(file_path, r->body, &state);
+    if (state) {
+        rb_set_errinfo(Qnil);
+        return 0;
+    }
+    if (NIL_P(path) || memchr(RSTRING_PTR(path), 0, (size_t)RSTRING_LEN(path)))
+        return 0;
+    int fd = open(StringValueCStr(path), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (r->declared >= 0 && r->declared != st.st_size)) {
+        close(fd);
+        return 0;
+    }
+    rv_msg *m = r->s->out.m;
+    int32_t fd32 = fd;
+    int64_t size = st.st_size;
+    m->kind = RV_OUT_FILE;
+    memcpy(m->data + HEAD_FD_OFFSET, &fd32, sizeof fd32);
+    memcpy(m->data + HEAD_CL_OFFSET, &size, sizeof size);
+    r->sent = size;
+    return 1;
+}
+
+/* ---- the whole response ---- */
+
+static VALUE call_close(VALUE body)
+{
+    return rb_funcall(body, rv_id_close, 0);
+}
+
+static void close_body(resp *r)
+{
+    if (NIL_P(r->body) || !rb_respond_to(r->body, rv_id_close))
+        return;
+    int state = 0;
+    rb_protect(call_close, r->body, &state);
+    if (state) {
+        VALUE exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        rv_log_exception(r->s, "the response body's close raised", exc);
+    }
+}
+
+static void log_malformed(resp *r)
+{
+    VALUE text = rb_str_new_cstr(r->malformed);
+    if (!NIL_P(r->malformed_name) && RB_TYPE_P(r->malformed_name, T_STRING))
+        rb_str_catf(text, " (%" PRIsVALUE ")", rb_inspect(r->malformed_name));
+    rv_log_exception(r->s, "the app returned a malformed response", rb_exc_new_str(eMalformed, text));
+}
+
+void rv_respond_error(rv_stream *s, int status)
+{
+    static const char *bodies[] = {"Internal Server Error\n", "Service Unavailable\n"};
+    const char *body = bodies[status == 503];
+    if (s->out.m)
+        rv_msg_free(rv_buf_finish(&s->out));
+    resp r = {.s = s, .status = status};
+    start_head(&r);
+    int64_t cl = (int64_t)strlen(body);
+    memcpy(s->out.m->data + HEAD_CL_OFFSET, &cl, sizeof cl);
+    uint16_t count = 1;
+    memcpy(s->out.m->data + HEAD_COUNT_OFFSET, &count, sizeof count);
+    rv_buf_put_u16(&s->out, 12);
+    rv_buf_put(&s->out, "content-type", 12);
+    rv_buf_put_str(&s->out, "text/plain; charset=utf-8", 25);
+    rv_buf_put(&s->out, body, (size_t)cl);
+}
+
+/* The body failed: a 500 if nothing went out yet, else the response is cut. */
+static void body_failed(resp *r, VALUE exc)
+{
+    rv_stream *s = r->s;
+    if (rb_obj_is_kind_of(exc, rv_eClientDisconnected) || s->cancelled) {
+        s->reset = 1;
+        return;
+    }
+    rv_log_exception(s, rb_obj_is_kind_of(exc, eMalformed) ? "the app returned a malformed response"
+                                                           : "the response body raised",
+                     exc);
+    if (s->head_sent)
+        s->reset = 1;
+    else
+        rv_respond_error(s, 500);
+}
+
+static VALUE check_triple(VALUE res)
+{
+    VALUE ary = rb_check_array_type(res);
+    if (NIL_P(ary) || RARRAY_LEN(ary) != 3)
+        return Qnil;
+    return ary;
+}
+
+void rv_respond(rv_stream *s, VALUE env, VALUE res)
+{
+    resp r = {.s = s, .env = env, .declared = -1, .body = Qnil, .malformed_name = Qnil};
+    int state = 0;
+    VALUE ary = rb_protect(check_triple, res, &state);
+    if (state || NIL_P(ary)) {
+        rb_set_errinfo(Qnil);
+        rv_log_exception(s, "the app returned a malformed response",
+                         rb_exc_new_cstr(eMalformed, "the app did not return [status, headers, body]"));
+        rv_respond_error(s, 500);
+        return;
+    }
+    r.status_v = rb_ary_entry(ary, 0);
+    r.headers = rb_ary_entry(ary, 1);
+    r.body = rb_ary_entry(ary, 2);
+
+    rb_protect(build_head, (VALUE)&r, &state);
+    if (state || r.malformed) {
+        if (state) {
+            VALUE exc = rb_errinfo();
+            rb_set_errinfo(Qnil);
+            rv_log_exception(s, "the app returned a malformed response", exc);
+        } else {
+            log_malformed(&r);
+        }
+        close_body(&r);
+        rv_respond_error(s, 500);
+        return;
+    }
+
+    r.no_body = (s->request->data[0] & RV_REQ_HEAD) || r.status == 204 || r.status == 304;
+
+    VALUE (*send)(VALUE) = NULL;
+    if (RB_TYPE_P(r.body, T_ARRAY))
+        send = send_array;
+    else if (r.no_body)
+        send = NULL;
+    else if (try_file(&r))
+        send = NULL;
+    else if (rb_respond_to(r.body, rv_id_each))
+        send = send_each;
+    else if (rb_respond_to(r.body, rv_id_call))
+        send = stream_body;
+    else {
+        log_malformed(&(resp){.s = s, .malformed = "the body responds to neither each nor call", .malformed_name = Qnil});
+        close_body(&r);
+        rv_respond_error(s, 500);
+        return;
+    }
+
+    if (send) {
+        rb_protect(send, (VALUE)&r, &state);
+        if (state) {
+            VALUE exc = rb_errinfo();
+            rb_set_errinfo(Qnil);
+            body_failed(&r, exc);
+        } else if (r.declared >= 0 && r.sent < r.declared && !r.no_body) {
+            body_failed(&r, rb_exc_new_cstr(eMalformed, "the body is shorter than its Content-Length"));
+        } else if (r.declared < 0 && !r.no_body && !s->head_sent && send != stream_body) {
+            set_length(s, r.sent); /* the whole body is here: no chunked encoding */
+        }
+    }
+    close_body(&r);
+}
+
+void rv_response_init(void)
+{
+    eMalformed = rb_define_class_under(rv_mRuvoy, "MalformedResponse", rb_eStandardError);
+}

@@ -1,0 +1,176 @@
+/*
+ * rv_stream.c: a request's state on the VM thread, and the messages Go sends
+ * to it after the head (body chunks, credits, cancel, done).
+ *
+ * Streams sit in a table indexed by slot, the low 32 bits of the stream id;
+ * Go picks the slot and does not reuse it until the VM said FINAL, so a
+ * message whose id does not match the slot's stream is for one that ended.
+ */
+#include "rv_internal.h"
+
+#include <stdlib.h>
+
+#define L rv_L
+
+rv_stream *rv_stream_find(uint64_t id)
+{
+    uint32_t slot = RV_SLOT(id);
+    if (slot >= L->nstreams)
+        return NULL;
+    rv_stream *s = L->streams[slot];
+    return s && s->id == id ? s : NULL;
+}
+
+/* Hands a finished out message to Go. Bytes for a client that left are
+ * dropped here; the final message always goes, it frees Go's slot. */
+void rv_stream_push(rv_stream *s, rv_msg *m)
+{
+    if (s->cancelled && !(m->flags & RV_F_FINAL) && m->kind != RV_OUT_LOG) {
+        rv_msg_free(m);
+        return;
+    }
+    if (m->kind == RV_OUT_HEAD || m->kind == RV_OUT_FILE)
+        s->head_sent = 1;
+    rv_inbox_push(&rv_to_go, m);
+}
+
+/* Pushes the response message under construction; its body bytes now count
+ * against the stream's window until Go credits them. */
+void rv_stream_flush(rv_stream *s)
+{
+    if (!s->out.m)
+        return;
+    s->inflight += s->out_body;
+    s->out_body = 0;
+    rv_stream_push(s, rv_buf_finish(&s->out));
+}
+
+static void wake(rv_stream *s, rv_waiter *w)
+{
+    (void)s;
+    if (w)
+        rv_make_ready(w, Qtrue);
+}
+
+void rv_stream_deliver(rv_msg *m)
+{
+    rv_stream *s = rv_stream_find(m->stream);
+    if (!s) {
+        rv_msg_free(m);
+        return;
+    }
+    switch (m->kind) {
+    case RV_IN_BODY:
+        m->next = NULL;
+        if (s->in_last)
+            s->in_last->next = m;
+        else
+            s->in_first = m;
+        s->in_last = m;
+        wake(s, s->input_waiter);
+        return; /* the chunk is kept until the app reads it */
+    case RV_IN_BODY_END:
+        s->in_state = m->flags & RV_F_TOO_LARGE ? RV_BODY_TOO_LARGE
+                      : m->flags & RV_F_ERROR   ? RV_BODY_FAILED
+                                                : RV_BODY_EOF;
+        wake(s, s->input_waiter);
+        break;
+    case RV_IN_CREDIT:
+        s->inflight -= m->aux < s->inflight ? m->aux : s->inflight;
+        if (s->inflight < L->window)
+            wake(s, s->credit_waiter);
+        break;
+    case RV_IN_DONE:
+        s->done = 1;
+        s->done_error = (m->flags & RV_F_ERROR) != 0;
+        wake(s, s->done_waiter);
+        break;
+    case RV_IN_CANCEL:
+        if (s->cancelled)
+            break;
+        s->cancelled = 1;
+        if (s->in_state == RV_BODY_OPEN)
+            s->in_state = RV_BODY_FAILED;
+        wake(s, s->done_waiter);
+        if (s->finishing)
+            break; /* the app is done; only the after-reply hooks are left */
+        if (s->waiter)
+            rv_interrupt(s->fiber, rb_exc_new_cstr(rv_eClientDisconnected, "the client went away"));
+        else
+            s->interrupt_pending = 1;
+        break;
+    }
+    rv_msg_free(m);
+}
+
+static VALUE wait_body(VALUE w)
+{
+    return rv_wait((rv_waiter *)w);
+}
+
+/* Waits on the stream's own event (input, credit or done). The caller
+ * rechecks its condition: a wake is a hint, not a promise. */
+void rv_stream_wait(rv_stream *s, rv_waiter **slot, int reason)
+{
+    if (rb_thread_current() != L->thread)
+        rb_raise(rb_eThreadError, "ruvoy: a request's body and response can only be used on the server thread");
+    rv_waiter w;
+    rv_waiter_init(&w, reason);
+    if (*slot)
+        rb_raise(rb_eThreadError, "ruvoy: two fibers wait on the same request stream");
+    *slot = &w;
+    rb_ensure(wait_body, (VALUE)&w, rv_stream_wait_done, (VALUE)slot);
+}
+
+VALUE rv_stream_wait_done(VALUE slot)
+{
+    *(rv_waiter **)slot = NULL;
+    return Qnil;
+}
+
+/* The message that ends the response: a reset if the body failed after the
+ * head went out, else what is left of it marked END. */
+static rv_msg *closing_message(rv_stream *s)
+{
+    if (s->reset) {
+        if (s->out.m)
+            rv_msg_free(rv_buf_finish(&s->out));
+        s->reset = 0;
+        s->ended = 1;
+        return rv_msg_new(RV_OUT_RESET, s->id, RV_F_END, 0, 0);
+    }
+    if (s->ended)
+        return rv_msg_new(RV_OUT_END, s->id, 0, 0, 0);
+    s->ended = 1;
+    if (s->out.m) {
+        rv_msg *m = rv_buf_finish(&s->out);
+        m->flags |= RV_F_END;
+        return m;
+    }
+    return rv_msg_new(RV_OUT_END, s->id, RV_F_END, 0, 0);
+}
+
+/* Ends the response now and asks Go to say when it is written. */
+void rv_stream_end(rv_stream *s)
+{
+    rv_msg *m = closing_message(s);
+    m->flags |= RV_F_WANT_DONE;
+    rv_stream_push(s, m);
+}
+
+/* Ends the stream: tells Go the VM is done with it and frees everything. */
+void rv_stream_finish(rv_stream *s)
+{
+    rv_msg *m = closing_message(s);
+    m->flags |= RV_F_FINAL;
+    rv_stream_push(s, m);
+
+    for (rv_msg *c = s->in_first, *next; c; c = next) {
+        next = c->next;
+        rv_msg_free(c);
+    }
+    rv_msg_free(s->request);
+    L->streams[s->slot] = NULL;
+    L->live--;
+    free(s);
+}

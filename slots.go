@@ -1,0 +1,211 @@
+package ruvoy
+
+/*
+#include <unistd.h>
+#include "ruvoy.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+)
+
+// A stream is one request's Go-side state: the messages the VM sent it that
+// its handler has not taken yet. Streams live in slots; a stream id is the
+// slot in its low 32 bits and the slot's use count above, so a message for a
+// request that ended never reaches the next one in the same slot.
+//
+// Two parties hold a stream: the handler goroutine and the VM. Each drops
+// its reference when done (the VM with its FINAL message); the last one
+// frees the slot. A request whose client left thus keeps its slot, and its
+// admission, until Ruby is done with it.
+type stream struct {
+	mu       sync.Mutex
+	id       uint64 // 0 while free
+	uses     uint32
+	head     *C.rv_msg
+	tail     *C.rv_msg
+	detached bool // the handler is gone: what arrives is dropped
+	method   string
+	path     string
+	refs     atomic.Int32
+	onFree   func() // releases the request's admission
+	notify   chan struct{}
+
+	// Request body flow control: bytes the app has taken so far.
+	bodyTaken  atomic.Int64
+	bodyNotify chan struct{}
+}
+
+type slots struct {
+	mu   sync.Mutex
+	free []uint32 // a stack: recently used streams are reused first
+	all  []atomic.Pointer[stream]
+}
+
+func newSlots(n int) *slots {
+	s := &slots{free: make([]uint32, n), all: make([]atomic.Pointer[stream], n)}
+	for i := range s.free {
+		s.free[i] = uint32(n - 1 - i)
+	}
+	return s
+}
+
+// acquire takes a free slot for a new request, or returns nil.
+func (s *slots) acquire(method, path string, onFree func()) *stream {
+	s.mu.Lock()
+	if len(s.free) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	slot := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	s.mu.Unlock()
+
+	st := s.all[slot].Load()
+	if st == nil {
+		st = &stream{notify: make(chan struct{}, 1), bodyNotify: make(chan struct{}, 1)}
+		s.all[slot].Store(st)
+	}
+	st.mu.Lock()
+	st.uses++
+	st.id = uint64(st.uses)<<32 | uint64(slot)
+	st.detached = false
+	st.method, st.path = method, path
+	st.onFree = onFree
+	st.mu.Unlock()
+	st.refs.Store(2)
+	st.bodyTaken.Store(0)
+	return st
+}
+
+// lookup returns the stream an id names, locked, or nil.
+func (s *slots) lookup(id uint64) *stream {
+	slot := uint32(id)
+	if int(slot) >= len(s.all) {
+		return nil
+	}
+	st := s.all[slot].Load()
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	if st.id != id {
+		st.mu.Unlock()
+		return nil
+	}
+	return st
+}
+
+// deliver hands a message from the VM to its stream.
+func (s *slots) deliver(m *C.rv_msg) {
+	st := s.lookup(uint64(m.stream))
+	if st == nil {
+		dropMsg(m)
+		return
+	}
+	if m.kind == C.RV_OUT_CREDIT {
+		st.mu.Unlock()
+		st.bodyTaken.Add(int64(m.aux))
+		signal(st.bodyNotify)
+		freeMsg(m)
+		return
+	}
+	final := m.flags&C.RV_F_FINAL != 0
+	if st.detached {
+		dropMsg(m)
+	} else {
+		m.next = nil
+		if st.tail != nil {
+			st.tail.next = m
+		} else {
+			st.head = m
+		}
+		st.tail = m
+	}
+	st.mu.Unlock()
+	signal(st.notify)
+	if final {
+		s.unref(st)
+	}
+}
+
+// take returns the stream's pending messages in order.
+func (st *stream) take() *C.rv_msg {
+	st.mu.Lock()
+	m := st.head
+	st.head, st.tail = nil, nil
+	st.mu.Unlock()
+	return m
+}
+
+// detach says the handler is gone and drops what waits for it.
+func (s *slots) detach(st *stream) {
+	st.mu.Lock()
+	st.detached = true
+	m := st.head
+	st.head, st.tail = nil, nil
+	st.mu.Unlock()
+	for m != nil {
+		next := m.next
+		dropMsg(m)
+		m = next
+	}
+	s.unref(st)
+}
+
+func (s *slots) unref(st *stream) {
+	if st.refs.Add(-1) != 0 {
+		return
+	}
+	st.mu.Lock()
+	slot := uint32(st.id)
+	st.id = 0
+	onFree := st.onFree
+	st.onFree = nil
+	st.mu.Unlock()
+	if onFree != nil {
+		onFree()
+	}
+	s.mu.Lock()
+	s.free = append(s.free, slot)
+	s.mu.Unlock()
+}
+
+// describe names the request a stream id belongs to, for log entries.
+func (s *slots) describe(id uint64) (method, path string, ok bool) {
+	st := s.lookup(id)
+	if st == nil {
+		return "", "", false
+	}
+	method, path = st.method, st.path
+	st.mu.Unlock()
+	return method, path, true
+}
+
+// dropMsg frees a message nobody will handle, closing a file it carries.
+func dropMsg(m *C.rv_msg) {
+	if m.kind == C.RV_OUT_FILE {
+		if fd := headFD(payload(m)); fd >= 0 {
+			C.close(C.int(fd))
+		}
+	}
+	freeMsg(m)
+}
+
+func headFD(p []byte) int32 {
+	if len(p) < headerFixedLen {
+		return -1
+	}
+	return int32(binary.NativeEndian.Uint32(p[8:12]))
+}
+
+// signal wakes whoever waits on c, without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
