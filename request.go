@@ -77,7 +77,9 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool) ([
 	countAt := len(b)
 	b = append(b, 0, 0)
 	count := 0
-	b, count = putHeader(b, count, "Host", []string{r.Host})
+	if r.Host != "" {
+		b, count = putHeader(b, count, "Host", []string{r.Host})
+	}
 	for name, values := range r.Header {
 		if name == "Content-Type" || name == "Content-Length" || strings.IndexByte(name, '_') >= 0 {
 			// CONTENT_TYPE and CONTENT_LENGTH carry these; a name with "_"

@@ -183,6 +183,11 @@ static void *vm_main(void *arg)
     static char *args[] = {arg0, NULL};
     int argc = 1;
     char **argv = args;
+    /* Fiber stacks are small by default (a few hundred frames); Rails needs
+     * more. Mapped lazily, so only what a request touches costs memory. The
+     * user's own settings win. */
+    setenv("RUBY_FIBER_VM_STACK_SIZE", "1048576", 0);
+    setenv("RUBY_FIBER_MACHINE_STACK_SIZE", "1048576", 0);
     ruby_sysinit(&argc, &argv);
     {
         RUBY_INIT_STACK;

@@ -70,7 +70,7 @@ rv_timer *rv_timer_peek(rv_timers *h);
 enum { RV_W_IDLE, RV_W_WAITING, RV_W_READY };
 
 /* Why a request's own fiber waits; other waits are RV_WAIT_OTHER. */
-enum { RV_WAIT_OTHER, RV_WAIT_INPUT, RV_WAIT_CREDIT, RV_WAIT_DONE, RV_WAIT_BLOCK, RV_WAIT_IO };
+enum { RV_WAIT_OTHER, RV_WAIT_INPUT, RV_WAIT_CREDIT, RV_WAIT_DONE, RV_WAIT_BLOCK, RV_WAIT_SLEEP, RV_WAIT_IO };
 
 typedef struct rv_stream rv_stream;
 typedef struct rv_waiter rv_waiter;

@@ -31,7 +31,7 @@ static VALUE kernel_sleep(int argc, VALUE *argv, VALUE self)
 {
     (void)self;
     rv_waiter w;
-    rv_waiter_init(&w, RV_WAIT_OTHER);
+    rv_waiter_init(&w, RV_WAIT_SLEEP);
     if (argc > 0 && !NIL_P(argv[0]))
         w.timer.deadline = deadline_after(argv[0]);
     rv_wait(&w);
@@ -69,7 +69,9 @@ static VALUE block(int argc, VALUE *argv, VALUE self)
     return rv_wait(&w);
 }
 
-/* May run on any Ruby thread (a Queue pushed from an offload thread). */
+/* May run on any Ruby thread (a Queue pushed from an offload thread). Ruby
+ * 3.1's Mutex#sleep (ConditionVariable#wait) waits in kernel_sleep and is
+ * woken with unblock, so a sleep may end early too, as Ruby allows. */
 static VALUE unblock(VALUE self, VALUE blocker, VALUE fiber)
 {
     (void)self, (void)blocker;
@@ -78,6 +80,8 @@ static VALUE unblock(VALUE self, VALUE blocker, VALUE fiber)
         rv_waiter *w = (rv_waiter *)found;
         if (w->reason == RV_WAIT_BLOCK)
             rv_make_ready(w, Qtrue);
+        else if (w->reason == RV_WAIT_SLEEP)
+            rv_make_ready(w, Qnil);
     }
     rv_wake_from_other_thread();
     return Qnil;

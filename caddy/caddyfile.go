@@ -15,9 +15,12 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("ruvoy", httpcaddyfile.After, "reverse_proxy")
 }
 
-// UnmarshalCaddyfile reads:
+// UnmarshalCaddyfile reads the directive below. As for every Caddy
+// directive, a first argument starting with "/" is a path matcher: write an
+// absolute rackup path after a matcher (`ruvoy * /srv/app/config.ru`) or in
+// the block.
 //
-//	ruvoy [<rackup>] {
+//	ruvoy [<matcher>] [<rackup>] {
 //	    environment   <name>
 //	    max_requests  <n>
 //	    max_body_size <size>

@@ -1,0 +1,2 @@
+require "no_such_library_for_ruvoy"
+run ->(env) { [200, {}, []] }

@@ -1,0 +1,4 @@
+def build
+  raise ArgumentError, "boom while building the app"
+end
+run build

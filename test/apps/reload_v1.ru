@@ -1,0 +1,2 @@
+# Version 1 of an app a config reload swaps in.
+run ->(env) { sleep 0.05; [200, { "content-type" => "text/plain" }, ["v1"]] }

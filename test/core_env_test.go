@@ -1,0 +1,162 @@
+package test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func envOf(t *testing.T, body string) map[string]any {
+	t.Helper()
+	var env map[string]any
+	if err := json.Unmarshal([]byte(body), &env); err != nil {
+		t.Fatalf("the env is not JSON: %v\n%s", err, body)
+	}
+	return env
+}
+
+func expectEnv(t *testing.T, env map[string]any, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		got, ok := env[k]
+		if v == nil {
+			if ok {
+				t.Errorf("env[%q] = %#v, want it absent", k, got)
+			}
+			continue
+		}
+		gotJSON, _ := json.Marshal(got)
+		wantJSON, _ := json.Marshal(v)
+		if string(gotJSON) != string(wantJSON) {
+			t.Errorf("env[%q] = %s, want %s", k, gotJSON, wantJSON)
+		}
+	}
+}
+
+func TestCoreHello(t *testing.T) {
+	s := start(t, "../examples/hello/config.ru")
+	r := s.get(t, "/")
+	equal(t, "status", r.status, 200)
+	equal(t, "body", r.body, "hello from ruby "+rubyVersion(t)+"\n")
+	equal(t, "content-length", r.header.Get("Content-Length"), "22")
+	equal(t, "content-type", r.header.Get("Content-Type"), "text/plain")
+	mustContain(t, "banner", s.stdout.String(),
+		"ruvoy 0.1.0 (ruby "+rubyVersion(t)+", caddy v2.11.9): serving ../examples/hello/config.ru on "+s.url)
+}
+
+func TestCoreEnvGet(t *testing.T) {
+	s := start(t, app("core.ru"))
+	port := strings.TrimPrefix(s.addr, "127.0.0.1:")
+	r := s.do(t, "GET", "/env/caf%C3%A9?q=1&r=%20", nil,
+		"X-Foo", "1", "X-Foo", "2", "Cookie", "a=1", "Cookie", "b=2", "X_Spoofed", "no")
+	equal(t, "status", r.status, 200)
+	expectEnv(t, envOf(t, r.body), map[string]any{
+		"REQUEST_METHOD":         "GET",
+		"SCRIPT_NAME":            "",
+		"PATH_INFO":              "/env/caf%C3%A9",
+		"QUERY_STRING":           "q=1&r=%20",
+		"REQUEST_URI":            "/env/caf%C3%A9?q=1&r=%20",
+		"SERVER_NAME":            "127.0.0.1",
+		"SERVER_PORT":            port,
+		"SERVER_PROTOCOL":        "HTTP/1.1",
+		"REMOTE_ADDR":            "127.0.0.1",
+		"HTTP_HOST":              s.addr,
+		"HTTP_X_FOO":             "1, 2",
+		"HTTP_COOKIE":            "a=1; b=2",
+		"HTTP_X_SPOOFED":         nil,
+		"CONTENT_LENGTH":         nil,
+		"CONTENT_TYPE":           nil,
+		"rack.version":           []int{1, 3},
+		"rack.url_scheme":        "http",
+		"rack.multithread":       true,
+		"rack.multiprocess":      false,
+		"rack.run_once":          false,
+		"rack.hijack?":           false,
+		"rack.errors":            true,
+		"rack.after_reply":       "Array",
+		"rack.response_finished": "Array",
+		"input":                  "",
+		"input_encoding":         "ASCII-8BIT",
+	})
+}
+
+func TestCoreEnvPost(t *testing.T) {
+	s := start(t, app("core.ru"))
+	r := s.do(t, "POST", "/env", strings.NewReader("a=1&b=%C3%A9"),
+		"Content-Type", "application/x-www-form-urlencoded")
+	equal(t, "status", r.status, 200)
+	expectEnv(t, envOf(t, r.body), map[string]any{
+		"REQUEST_METHOD":      "POST",
+		"CONTENT_TYPE":        "application/x-www-form-urlencoded",
+		"CONTENT_LENGTH":      "12",
+		"HTTP_CONTENT_TYPE":   nil,
+		"HTTP_CONTENT_LENGTH": nil,
+		"input":               "a=1&b=%C3%A9",
+		"input_encoding":      "ASCII-8BIT",
+	})
+}
+
+func TestCoreEnvHead(t *testing.T) {
+	s := start(t, app("core.ru"))
+	head := s.do(t, "HEAD", "/env", nil)
+	equal(t, "status", head.status, 200)
+	equal(t, "body", head.body, "")
+	equal(t, "content-type", head.header.Get("Content-Type"), "application/json")
+	// An Array body's length is known without sending it.
+	head = s.do(t, "HEAD", "/raw/hello", nil)
+	equal(t, "body", head.body, "")
+	equal(t, "content-length", head.header.Get("Content-Length"), "11")
+	equal(t, "GET body", s.get(t, "/raw/hello").body, "hello world")
+}
+
+func TestCoreEnvRawTargets(t *testing.T) {
+	s := start(t, app("core.ru"))
+	body := func(raw string) map[string]any {
+		t.Helper()
+		_, b, ok := strings.Cut(raw, "\r\n\r\n")
+		if !strings.HasPrefix(raw, "HTTP/1.1 200") && !strings.HasPrefix(raw, "HTTP/1.0 200") || !ok {
+			t.Fatalf("want a 200, got:\n%s", raw)
+		}
+		return envOf(t, b)
+	}
+
+	// OPTIONS * asks about the server, not a resource: Go's HTTP server
+	// answers it itself (200, no body) and the app is not called.
+	raw := s.raw(t, "OPTIONS * HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+	if !strings.HasPrefix(raw, "HTTP/1.1 200 OK\r\n") || !strings.Contains(raw, "Content-Length: 0\r\n") {
+		t.Fatalf("OPTIONS *: want 200 with no body, got:\n%s", raw)
+	}
+	equal(t, "app calls for OPTIONS *", s.get(t, "/closed?name=options").body, "0")
+
+	// Absolute form: the target's authority wins over the Host header.
+	env := body(s.raw(t, "GET http://b.test:81/env/x?y=1 HTTP/1.1\r\nHost: b.test:81\r\nConnection: close\r\n\r\n"))
+	expectEnv(t, env, map[string]any{"PATH_INFO": "/env/x", "QUERY_STRING": "y=1",
+		"SERVER_NAME": "b.test", "SERVER_PORT": "81", "HTTP_HOST": "b.test:81"})
+
+	// Raw UTF-8 in the target reaches the app percent-encoded.
+	env = body(s.raw(t, "GET /env/café HTTP/1.1\r\nHost: c.test\r\nConnection: close\r\n\r\n"))
+	expectEnv(t, env, map[string]any{"PATH_INFO": "/env/caf%C3%A9"})
+
+	// HTTP/1.0 without Host: the server's own address.
+	env = body(s.raw(t, "GET /env HTTP/1.0\r\n\r\n"))
+	expectEnv(t, env, map[string]any{"SERVER_PROTOCOL": "HTTP/1.0", "SERVER_NAME": "127.0.0.1", "HTTP_HOST": nil,
+		"SERVER_PORT": strings.TrimPrefix(s.addr, "127.0.0.1:")})
+}
+
+func TestCoreResponseHeaders(t *testing.T) {
+	s := start(t, app("core.ru"))
+	r := s.get(t, "/headers")
+	equal(t, "status", r.status, 200)
+	equal(t, "set-cookie", strings.Join(r.header.Values("Set-Cookie"), "|"), "a=1|b=2")
+	equal(t, "x-multi", strings.Join(r.header.Values("X-Multi"), "|"), "x|y")
+	equal(t, "content-length", r.header.Get("Content-Length"), "2")
+}
+
+func TestCoreFileBody(t *testing.T) {
+	s := start(t, app("core.ru"))
+	r := s.get(t, "/file")
+	equal(t, "status", r.status, 200)
+	equal(t, "body", r.body, "a file body, sent by Go\n")
+	equal(t, "content-length", r.header.Get("Content-Length"), "24")
+	equal(t, "close calls", s.get(t, "/closed?name=file").body, "1")
+}

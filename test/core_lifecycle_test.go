@@ -1,0 +1,252 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestCoreBootErrors(t *testing.T) {
+	cases := []struct{ rackup, want string }{
+		{"apps/no_such_file.ru", "no rackup file at"},
+		{"apps/boot_syntax.ru", "SyntaxError"},
+		{"apps/boot_loaderror.ru", "cannot load such file -- no_such_library_for_ruvoy (LoadError)"},
+		{"apps/boot_raise.ru", "boom while building the app (ArgumentError)"},
+		{"apps/boot_notapp.ru", "did not build a Rack app"},
+	}
+	for _, c := range cases {
+		t.Run(filepath.Base(c.rackup), func(t *testing.T) {
+			port := freePort(t)
+			s := launch(t, port, "-p", port, c.rackup)
+			code := s.wait(t, 60*time.Second)
+			equal(t, "exit code", code, 1)
+			mustContain(t, "stderr", s.stderr.String(), c.want)
+			if strings.Contains(s.stdout.String(), "serving") {
+				t.Fatalf("it said it was serving:\n%s", s.stdout)
+			}
+			if c.rackup != "apps/boot_syntax.ru" && !strings.Contains(c.rackup, "no_such") {
+				mustContain(t, "backtrace", s.stderr.String(), filepath.Base(c.rackup)+":")
+			}
+		})
+	}
+}
+
+func TestCoreOutputAndArgv(t *testing.T) {
+	s := start(t, app("core.ru"))
+	bin := binary(t)
+	mustContain(t, "stdout", s.stdout.String(),
+		fmt.Sprintf(`core.ru loading: $0=%s ARGV=["apps/core.ru"] RACK_ENV=test`, bin))
+	mustContain(t, "stderr", s.stderr.String(), "core.ru warning on stderr")
+}
+
+// SIGTERM: stop accepting, let requests in flight finish, run at_exit, exit 0.
+func TestCoreSigtermDrains(t *testing.T) {
+	s := start(t, app("core.ru"))
+	var wg sync.WaitGroup
+	results := make(chan string, 5)
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := client.Get(s.url + "/sleep?s=1")
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			results <- fmt.Sprintf("%d %s", res.StatusCode, b)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	wg.Wait()
+	close(results)
+	for r := range results {
+		equal(t, "a request in flight at SIGTERM", r, "200 slept")
+	}
+	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
+	mustContain(t, "stdout", s.stdout.String(), "core.ru at_exit ran")
+}
+
+func TestCoreAppCannotTrapServerSignals(t *testing.T) {
+	s := start(t, app("trap.ru"))
+	mustContain(t, "stderr", s.stderr.String(), "ruvoy: ignoring trap(TERM)")
+	mustContain(t, "stderr", s.stderr.String(), "ruvoy: ignoring trap(INT)")
+	s.cmd.Process.Signal(syscall.SIGWINCH) // the app may keep signals the server does not use
+	eventually(t, 5*time.Second, "the app's WINCH trap", func() bool {
+		return strings.Contains(s.stdout.String(), "the app's WINCH trap ran")
+	})
+	go s.get(t, "/slow")
+	time.Sleep(100 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGINT)
+	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
+	out := s.stdout.String()
+	mustContain(t, "stdout", out, "trap.ru at_exit ran")
+	if strings.Contains(out, "TERM trap ran") || strings.Contains(out, "INT trap ran") {
+		t.Fatalf("the app's trap took a server signal:\n%s", out)
+	}
+}
+
+// A config reload through the admin API rebuilds the app in the same VM
+// while requests keep flowing: none fails, and new ones reach the new app.
+func TestCoreReloadUnderLoad(t *testing.T) {
+	adminPort := freePort(t)
+	s := start(t, "--admin-port", adminPort, app("reload_v1.ru"))
+	admin := "http://127.0.0.1:" + adminPort
+	equal(t, "before", s.get(t, "/").body, "v1")
+
+	var stop atomic.Bool
+	var ok, failed atomic.Int64
+	var failures sync.Map
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				res, err := client.Get(s.url + "/")
+				if err != nil {
+					failed.Add(1)
+					failures.Store(err.Error(), true)
+					continue
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || (string(b) != "v1" && string(b) != "v2") {
+					failed.Add(1)
+					failures.Store(fmt.Sprintf("%d %s", res.StatusCode, b), true)
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	res, err := client.Get(admin + "/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	v2, _ := filepath.Abs(app("reload_v2.ru"))
+	newCfg := strings.Replace(string(cfg), "reload_v1.ru", "reload_v2.ru", 1)
+	if newCfg == string(cfg) {
+		t.Fatalf("the running config does not name reload_v1.ru:\n%s", cfg)
+	}
+	res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	equal(t, "POST /load status "+string(body), res.StatusCode, 200)
+	time.Sleep(500 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+
+	failures.Range(func(k, _ any) bool { t.Errorf("failed during reload: %v", k); return true })
+	equal(t, "failed requests", failed.Load(), int64(0))
+	if ok.Load() < 100 {
+		t.Fatalf("only %d requests went through", ok.Load())
+	}
+	equal(t, "after", s.get(t, "/").body, "v2")
+	mustContain(t, "config", newCfg, v2)
+}
+
+func TestCoreCaddyfile(t *testing.T) {
+	port := freePort(t)
+	dir := t.TempDir()
+	rackup, _ := filepath.Abs(app("core.ru"))
+	caddyfile := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+}
+http://127.0.0.1:%s {
+	# An absolute path first would read as a path matcher: "*" matches all.
+	ruvoy * %s {
+		environment staging
+	}
+}
+`, port, rackup)), 0o644)
+	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.waitReady(t)
+	equal(t, "body", s.get(t, "/raw/hello").body, "hello world")
+	mustContain(t, "RACK_ENV from the Caddyfile", s.stdout.String(), "RACK_ENV=staging")
+	equal(t, "exit code after SIGTERM", s.stop(), 0)
+	mustContain(t, "at_exit under ruvoy run", s.stdout.String(), "core.ru at_exit ran")
+}
+
+func TestCoreCommandLine(t *testing.T) {
+	bin := binary(t)
+	run := func(args ...string) (string, int) {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		code := 0
+		if e, ok := err.(*exec.ExitError); ok {
+			code = e.ExitCode()
+		}
+		return string(out), code
+	}
+	out, code := run("--help")
+	equal(t, "--help exit code", code, 0)
+	mustContain(t, "--help", out, "Usage: ruvoy [options] [config.ru]")
+	mustContain(t, "--help", out, "-p, --port PORT")
+
+	out, code = run("--version")
+	equal(t, "--version exit code", code, 0)
+	mustContain(t, "--version", out, "ruvoy 0.1.0 (ruby "+rubyVersion(t)+", caddy v2.11.9)")
+
+	out, code = run("--no-such-option")
+	equal(t, "unknown option exit code", code, 2)
+	mustContain(t, "unknown option", out, "unknown option --no-such-option")
+
+	out, code = run("list-modules")
+	equal(t, "list-modules exit code", code, 0)
+	mustContain(t, "list-modules", out, "http.handlers.ruvoy")
+
+	// --print-config prints exactly what the server runs: running that JSON
+	// with `ruvoy run` serves the same app.
+	port := freePort(t)
+	out, code = run("--print-config", "-p", port, app("core.ru"))
+	equal(t, "--print-config exit code", code, 0)
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(out), &cfg); err != nil {
+		t.Fatalf("--print-config is not JSON: %v\n%s", err, out)
+	}
+	path := filepath.Join(t.TempDir(), "ruvoy.json")
+	os.WriteFile(path, []byte(out), 0o644)
+	s := launch(t, port, "run", "--config", path)
+	s.waitReady(t)
+	equal(t, "served by the printed config", s.get(t, "/raw/hello").body, "hello world")
+}
+
+
+func TestCoreBundler(t *testing.T) {
+	s := start(t, app("bundled/config.ru"))
+	r := s.get(t, "/")
+	equal(t, "status", r.status, 200)
+	if !strings.HasPrefix(r.body, "bundler=Gemfile ") || !strings.Contains(r.body, "rack") {
+		t.Fatalf("Bundler was not set up from the Gemfile beside the rackup: %q", r.body)
+	}
+}
+
+func TestCoreAccessLogAndDeepStacks(t *testing.T) {
+	s := start(t, "--access-log", app("core.ru"))
+	equal(t, "a deep stack in a request fiber", s.get(t, "/deep?depth=1000").body, "1000")
+	eventually(t, 5*time.Second, "an access log line", func() bool {
+		out := s.stdout.String()
+		return strings.Contains(out, `"logger":"http.log.access`) && strings.Contains(out, `"uri":"/deep?depth=1000"`)
+	})
+}

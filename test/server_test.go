@@ -1,0 +1,251 @@
+// Package test holds the end-to-end tests: each starts the real ruvoy
+// binary (RUVOY_BIN, default ../ruvoy) on a free port with a real config.ru
+// and talks to it over real sockets.
+package test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func binary(t testing.TB) string {
+	bin := os.Getenv("RUVOY_BIN")
+	if bin == "" {
+		bin = "../ruvoy"
+	}
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		t.Fatalf("no ruvoy binary at %s: run make first (or set RUVOY_BIN)", abs)
+	}
+	return abs
+}
+
+// output collects a process's stdout or stderr.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+type server struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	addr   string // host:port
+	url    string
+	stdout *output
+	stderr *output
+	done   chan struct{}
+	err    error // from Wait
+}
+
+func freePort(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// start runs `ruvoy -p PORT args...` and waits until it accepts
+// connections. It is stopped (SIGTERM) when the test ends.
+func start(t testing.TB, args ...string) *server {
+	t.Helper()
+	port := freePort(t)
+	s := launch(t, port, append([]string{"-p", port}, args...)...)
+	s.waitReady(t)
+	return s
+}
+
+// launch starts the binary with exactly args; addr is where it will listen.
+func launch(t testing.TB, port string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	s.url = "http://" + s.addr
+	s.cmd = exec.Command(binary(t), args...)
+	s.cmd.Stdout = s.stdout
+	s.cmd.Stderr = s.stderr
+	s.cmd.Env = append(os.Environ(), "RACK_ENV=test")
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.stop()
+		// The race-detector build reports races on stderr and goes on.
+		for _, bad := range []string{"WARNING: DATA RACE", "panic:", "[BUG]", "fatal error:"} {
+			if strings.Contains(s.stderr.String(), bad) {
+				t.Errorf("ruvoy's stderr has %q", bad)
+			}
+		}
+		if t.Failed() {
+			t.Logf("ruvoy stdout:\n%s\nruvoy stderr:\n%s", s.stdout, s.stderr)
+		}
+	})
+	return s
+}
+
+func (s *server) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			t.Fatalf("ruvoy exited before listening: %v\nstdout:\n%s\nstderr:\n%s", s.err, s.stdout, s.stderr)
+		default:
+		}
+		if c, err := net.Dial("tcp", s.addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("ruvoy did not listen on %s within 60s", s.addr)
+}
+
+// stop sends SIGTERM and returns the exit code (-1: killed by a signal).
+func (s *server) stop() int {
+	select {
+	case <-s.done:
+	default:
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.done
+			s.t.Errorf("ruvoy did not stop within 30s of SIGTERM")
+		}
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// wait waits for the process to exit by itself.
+func (s *server) wait(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(d):
+		t.Fatalf("ruvoy still running after %v", d)
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+var client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+	MaxIdleConnsPerHost: 200,
+	DisableCompression:  true,
+}}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (s *server) do(t testing.TB, method, path string, body io.Reader, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
+	return response{res.StatusCode, res.Header, string(b)}
+}
+
+func (s *server) get(t testing.TB, path string) response {
+	t.Helper()
+	return s.do(t, "GET", path, nil)
+}
+
+// raw sends bytes over a new connection and returns all it reads until the
+// server closes it or goes quiet.
+func (s *server) raw(t testing.TB, request string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+// eventually retries check until it passes or the time is up.
+func eventually(t testing.TB, d time.Duration, what string, check func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func app(name string) string { return filepath.Join("apps", name) }
+
+func mustContain(t testing.TB, what, haystack, needle string) {
+	t.Helper()
+	if !strings.Contains(haystack, needle) {
+		t.Fatalf("%s: %q not found in:\n%s", what, needle, haystack)
+	}
+}
+
+func equal[T comparable](t testing.TB, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func rubyVersion(t testing.TB) string {
+	out, err := exec.Command("ruby", "-e", "print RUBY_VERSION").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
