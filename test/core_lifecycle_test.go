@@ -232,7 +232,6 @@ func TestCoreCommandLine(t *testing.T) {
 	equal(t, "served by the printed config", s.get(t, "/raw/hello").body, "hello world")
 }
 
-
 func TestCoreBundler(t *testing.T) {
 	s := start(t, app("bundled/config.ru"))
 	r := s.get(t, "/")

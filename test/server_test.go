@@ -248,4 +248,3 @@ func rubyVersion(t testing.TB) string {
 	}
 	return string(out)
 }
-
