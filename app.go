@@ -16,9 +16,10 @@ import (
 
 // AppOptions configure one loaded app.
 type AppOptions struct {
-	MaxRequests   int   // requests admitted to Ruby at once (default 1024)
-	MaxBodyBytes  int64 // request bodies over this get 413 (0: no limit)
-	RequestWindow int64 // request body bytes read ahead of the app (default 256 KiB)
+	MaxRequests    int   // requests admitted to Ruby at once (default 1024)
+	MaxBodyBytes   int64 // request bodies over this get 413 (0: no limit)
+	RequestWindow  int64 // request body bytes read ahead of the app (default 256 KiB)
+	ResponseWindow int64 // response bytes in flight per request (default: the runtime's)
 	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
 	// which honours trusted proxies); nil uses the connection's address.
 	ClientIP func(*http.Request) string
@@ -87,7 +88,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	bufp := headPool.Get().(*[]byte)
-	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody)
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody, uint32(a.opts.ResponseWindow))
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)

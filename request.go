@@ -29,7 +29,7 @@ var headerCodes = func() map[string]uint16 {
 const absent = 0xffffffff
 
 // encodeHead appends the RV_IN_REQUEST payload for r (layout: rv_env.c).
-func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool) ([]byte, bool) {
+func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool, window uint32) ([]byte, bool) {
 	var flags byte
 	if tls {
 		flags |= C.RV_REQ_TLS
@@ -45,6 +45,7 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool) ([
 		flags |= C.RV_REQ_ASTERISK
 	}
 	b = append(b, flags, 0, 0, 0)
+	b = binary.NativeEndian.AppendUint32(b, window)
 	b = putString(b, r.Method)
 	if asterisk {
 		b = putString(b, "")

@@ -2,7 +2,7 @@
  * rv_env.c: the Rack env, built from the request head Go encoded.
  *
  * Payload of RV_IN_REQUEST (all integers little-endian, as the host):
- *   u8 flags (RV_REQ_*), u8[3] zero,
+ *   u8 flags (RV_REQ_*), u8[3] zero, u32 response window (0: the default),
  *   RV_F_COUNT fields, each u32 length + bytes (length 0xffffffff: absent),
  *   u16 header count, then per header: u16 code (index in rv_header_names,
  *   0 for others, then u16 length + the CGI name), u32 length + value.
@@ -193,8 +193,11 @@ VALUE rv_env_build(rv_stream *s)
     reader r = {m->data, m->data + m->len};
     const char *ignored;
     uint8_t flags = (uint8_t)m->data[0];
-    if (!read_bytes(&r, 4, &ignored))
+    uint32_t window;
+    if (!read_bytes(&r, 4, &ignored) || !read_u32(&r, &window))
         rb_raise(rb_eArgError, "ruvoy: truncated request head");
+    if (window)
+        s->window = window;
 
     const char *fp[F_COUNT];
     long fl[F_COUNT];

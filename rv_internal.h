@@ -102,9 +102,9 @@ struct rv_stream {
     rv_msg *in_first, *in_last;    /* body chunks not yet taken by the app */
     int in_state;                  /* RV_BODY_* */
     uint64_t inflight;             /* response bytes sent but not yet credited */
+    uint64_t window;               /* the most that may be in flight */
     rv_buf out;                    /* response message built but not yet pushed */
     size_t out_body;               /* body bytes in it */
-    uint64_t out_since;            /* when its first body byte was added */
     int head_sent;                 /* a head went to Go */
     int reset;                     /* the body failed after the head went out */
     int ended;                     /* an END went to Go before the final message */

@@ -32,6 +32,7 @@ void rv_request_start(rv_msg *m)
     s->id = m->stream;
     s->slot = slot;
     s->request = m;
+    s->window = L->window;
     s->fiber = s->env = s->response = Qnil;
     long app = (long)m->aux;
     s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
@@ -78,6 +79,14 @@ static void app_failed(rv_stream *s, VALUE exc)
 {
     if (s->cancelled || rb_obj_is_kind_of(exc, rv_eClientDisconnected)) {
         s->reset = 1; /* nobody is listening; nothing to log */
+        return;
+    }
+    if (rb_obj_is_kind_of(exc, rv_eBodyTooLarge)) {
+        /* The client's fault, not the app's: a 413 if it still can be. */
+        if (s->head_sent)
+            s->reset = 1;
+        else
+            rv_respond_error(s, 413);
         return;
     }
     rv_log_exception(s, "the app raised", exc);

@@ -7,11 +7,10 @@
  *   length + value; the rest of the payload is the first body bytes.
  * RV_OUT_DATA carries body bytes only.
  *
- * The head is held until the first body bytes, so a response whose body fails
- * before producing anything can still become a 500. Body bytes collect in the
- * stream's out message and go to Go when the fiber waits, when 64 KiB have
- * collected, or when the first of them has waited 1 ms, whichever comes first.
- * A body that ends before anything was sent gets a Content-Length.
+ * The head is held until the first body bytes (or until the fiber first
+ * waits), so a body that fails before producing anything can still become a
+ * 500. Each chunk an each-body yields goes to Go as it is yielded; an Array
+ * body goes whole, with a Content-Length, in 64 KiB messages at most.
  */
 #include "rv_internal.h"
 
@@ -23,7 +22,6 @@
 #define L rv_L
 
 #define FLUSH_BYTES (64 * 1024)
-#define FLUSH_NS 1000000u
 #define HEAD_CL_OFFSET 0
 #define HEAD_FD_OFFSET 8
 #define HEAD_COUNT_OFFSET 12
@@ -240,34 +238,31 @@ static void set_length(rv_stream *s, int64_t length)
 
 static void wait_for_window(rv_stream *s)
 {
-    while (s->inflight >= L->window && !s->cancelled)
+    while (s->inflight >= s->window && !s->cancelled)
         rv_stream_wait(s, &s->credit_waiter, RV_WAIT_CREDIT);
     if (s->cancelled)
         rb_raise(rv_eClientDisconnected, "the client went away");
 }
 
-/* Adds body bytes to the out message, sending it when it is due. */
+/* Adds body bytes to the out message; sends it now, or once 64 KiB have
+ * collected. Then waits while the client is a window behind. */
 void rv_stream_write(rv_stream *s, const char *p, size_t n, int now)
 {
     if (s->cancelled)
         rb_raise(rv_eClientDisconnected, "the client went away");
-    if (n == 0 && !now)
+    if (n == 0)
         return;
-    if (!s->out.m) {
+    if (!s->out.m)
         rv_buf_start(&s->out, RV_OUT_DATA, s->id, n < FLUSH_BYTES ? n : FLUSH_BYTES);
-        s->out_since = 0;
-    }
-    if (n && !s->out_body)
-        s->out_since = rv_now();
     rv_buf_put(&s->out, p, n);
     s->out_body += n;
-    if (now || s->out_body >= FLUSH_BYTES || rv_now() - s->out_since >= FLUSH_NS) {
+    if (now || s->out_body >= FLUSH_BYTES) {
         rv_stream_flush(s);
         wait_for_window(s);
     }
 }
 
-static void put_chunk(resp *r, VALUE chunk)
+static void put_chunk(resp *r, VALUE chunk, int now)
 {
     if (!RB_TYPE_P(chunk, T_STRING)) {
         VALUE cls = rb_class_name(rb_obj_class(chunk));
@@ -277,12 +272,12 @@ static void put_chunk(resp *r, VALUE chunk)
     r->sent += n;
     if (r->declared >= 0 && r->sent > r->declared)
         rb_raise(eMalformed, "the body is longer than its Content-Length (%lld)", (long long)r->declared);
-    rv_stream_write(r->s, RSTRING_PTR(chunk), (size_t)n, 0);
+    rv_stream_write(r->s, RSTRING_PTR(chunk), (size_t)n, now);
 }
 
 static VALUE each_chunk(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
 {
-    put_chunk((resp *)arg, chunk);
+    put_chunk((resp *)arg, chunk, 1);
     return Qnil;
 }
 
@@ -303,7 +298,7 @@ static VALUE send_array(VALUE arg)
         return Qnil;
     }
     for (long i = 0; i < RARRAY_LEN(r->body); i++)
-        put_chunk(r, RARRAY_AREF(r->body, i));
+        put_chunk(r, RARRAY_AREF(r->body, i), 0);
     return Qnil;
 }
 
@@ -392,8 +387,9 @@ static void log_malformed(resp *r)
 
 void rv_respond_error(rv_stream *s, int status)
 {
-    static const char *bodies[] = {"Internal Server Error\n", "Service Unavailable\n"};
-    const char *body = bodies[status == 503];
+    const char *body = status == 413   ? "Payload Too Large\n"
+                       : status == 503 ? "Service Unavailable\n"
+                                       : "Internal Server Error\n";
     if (s->out.m)
         rv_msg_free(rv_buf_finish(&s->out));
     resp r = {.s = s, .status = status};

@@ -77,7 +77,7 @@ void rv_stream_deliver(rv_msg *m)
         break;
     case RV_IN_CREDIT:
         s->inflight -= m->aux < s->inflight ? m->aux : s->inflight;
-        if (s->inflight < L->window)
+        if (s->inflight < s->window)
             wake(s, s->credit_waiter);
         break;
     case RV_IN_DONE:

@@ -23,7 +23,9 @@ func init() {
 //	ruvoy [<matcher>] [<rackup>] {
 //	    environment   <name>
 //	    max_requests  <n>
-//	    max_body_size <size>
+//	    max_body_size   <size>
+//	    request_window  <size>
+//	    response_window <size>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
@@ -54,15 +56,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_requests: want a positive integer, got %q", d.Val())
 			}
 			h.MaxRequests = n
-		case "max_body_size":
+		case "max_body_size", "request_window", "response_window":
+			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			n, err := humanize.ParseBytes(d.Val())
 			if err != nil {
-				return d.Errf("max_body_size: %v", err)
+				return d.Errf("%s: %v", option, err)
 			}
-			h.MaxBodyBytes = int64(n)
+			switch option {
+			case "max_body_size":
+				h.MaxBodyBytes = int64(n)
+			case "request_window":
+				h.RequestWindow = int64(n)
+			default:
+				h.ResponseWindow = int64(n)
+			}
 		default:
 			return d.Errf("unknown ruvoy option %q", d.Val())
 		}

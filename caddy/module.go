@@ -39,6 +39,12 @@ type Handler struct {
 	MaxRequests int `json:"max_requests,omitempty"`
 	// MaxBodyBytes bounds request bodies: larger ones get 413 (default: none).
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// RequestWindow bounds the request body bytes read ahead of the app
+	// (default 256 KiB); the rest waits in the kernel.
+	RequestWindow int64 `json:"request_window,omitempty"`
+	// ResponseWindow bounds the response bytes in flight to a client
+	// (default 256 KiB); a producer ahead by that much waits.
+	ResponseWindow int64 `json:"response_window,omitempty"`
 
 	app *ruvoy.App
 }
@@ -58,6 +64,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Rackup == "" {
 		h.Rackup = "config.ru"
 	}
+	for name, v := range map[string]int64{"request_window": h.RequestWindow, "response_window": h.ResponseWindow} {
+		if v < 0 || v > 1<<30 {
+			return fmt.Errorf("ruvoy: %s must be from 1 byte to 1 GiB, got %d", name, v)
+		}
+	}
 	rackup, err := filepath.Abs(h.Rackup)
 	if err != nil {
 		return err
@@ -76,9 +87,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		caddy.OnExit(func(context.Context) { rt.Shutdown() })
 	})
 	app, err := rt.Load(rackup, h.Environment, ruvoy.AppOptions{
-		MaxRequests:  h.MaxRequests,
-		MaxBodyBytes: h.MaxBodyBytes,
-		ClientIP:     clientIP,
+		MaxRequests:    h.MaxRequests,
+		MaxBodyBytes:   h.MaxBodyBytes,
+		RequestWindow:  h.RequestWindow,
+		ResponseWindow: h.ResponseWindow,
+		ClientIP:       clientIP,
 	})
 	if err != nil {
 		return err

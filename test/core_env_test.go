@@ -111,13 +111,13 @@ func TestCoreEnvHead(t *testing.T) {
 
 func TestCoreEnvRawTargets(t *testing.T) {
 	s := start(t, app("core.ru"))
-	body := func(raw string) map[string]any {
+	body := func(request string) map[string]any {
 		t.Helper()
-		_, b, ok := strings.Cut(raw, "\r\n\r\n")
-		if !strings.HasPrefix(raw, "HTTP/1.1 200") && !strings.HasPrefix(raw, "HTTP/1.0 200") || !ok {
-			t.Fatalf("want a 200, got:\n%s", raw)
+		r := s.rawRequest(t, request)
+		if r.status != 200 {
+			t.Fatalf("want a 200, got %d %s", r.status, r.body)
 		}
-		return envOf(t, b)
+		return envOf(t, r.body)
 	}
 
 	// OPTIONS * asks about the server, not a resource: Go's HTTP server
@@ -129,16 +129,16 @@ func TestCoreEnvRawTargets(t *testing.T) {
 	equal(t, "app calls for OPTIONS *", s.get(t, "/closed?name=options").body, "0")
 
 	// Absolute form: the target's authority wins over the Host header.
-	env := body(s.raw(t, "GET http://b.test:81/env/x?y=1 HTTP/1.1\r\nHost: b.test:81\r\nConnection: close\r\n\r\n"))
+	env := body("GET http://b.test:81/env/x?y=1 HTTP/1.1\r\nHost: b.test:81\r\nConnection: close\r\n\r\n")
 	expectEnv(t, env, map[string]any{"PATH_INFO": "/env/x", "QUERY_STRING": "y=1",
 		"SERVER_NAME": "b.test", "SERVER_PORT": "81", "HTTP_HOST": "b.test:81"})
 
 	// Raw UTF-8 in the target reaches the app percent-encoded.
-	env = body(s.raw(t, "GET /env/café HTTP/1.1\r\nHost: c.test\r\nConnection: close\r\n\r\n"))
+	env = body("GET /env/café HTTP/1.1\r\nHost: c.test\r\nConnection: close\r\n\r\n")
 	expectEnv(t, env, map[string]any{"PATH_INFO": "/env/caf%C3%A9"})
 
 	// HTTP/1.0 without Host: the server's own address.
-	env = body(s.raw(t, "GET /env HTTP/1.0\r\n\r\n"))
+	env = body("GET /env HTTP/1.0\r\n\r\n")
 	expectEnv(t, env, map[string]any{"SERVER_PROTOCOL": "HTTP/1.0", "SERVER_NAME": "127.0.0.1", "HTTP_HOST": nil,
 		"SERVER_PORT": strings.TrimPrefix(s.addr, "127.0.0.1:")})
 }

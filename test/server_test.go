@@ -4,6 +4,7 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -211,6 +212,30 @@ func (s *server) raw(t testing.TB, request string) string {
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	b, _ := io.ReadAll(c)
 	return string(b)
+}
+
+// rawRequest sends bytes over a new connection and parses the answer.
+func (s *server) rawRequest(t testing.TB, request string) response {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{res.StatusCode, res.Header, string(b)}
 }
 
 // eventually retries check until it passes or the time is up.

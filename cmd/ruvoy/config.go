@@ -12,11 +12,18 @@ import (
 // asked for.
 func buildConfig(o *options) ([]byte, error) {
 	handler := map[string]any{"handler": "ruvoy", "rackup": o.rackup, "environment": o.environment}
+	if o.maxBodyBytes > 0 {
+		handler["max_body_bytes"] = o.maxBodyBytes
+	}
+	protocols := []string{"h1"}
+	if o.h2c {
+		protocols = append(protocols, "h2c")
+	}
 	server := map[string]any{
 		"listen":          []string{o.listen()},
 		"routes":          []any{map[string]any{"handle": []any{handler}}},
 		"automatic_https": map[string]any{"disable": true},
-		"protocols":       []string{"h1"},
+		"protocols":       protocols,
 	}
 	logs := map[string]any{
 		"default": map[string]any{"level": "WARN", "exclude": []string{"admin", "http.handlers.ruvoy", "http.log.access"}},

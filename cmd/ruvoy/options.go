@@ -13,6 +13,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
     -p, --port PORT          Listen on PORT (default 8080, or $PORT when set)
     -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1)
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
+        --h2c                Also accept cleartext HTTP/2 (prior knowledge and upgrade)
+        --max-body-bytes N   Refuse request bodies over N bytes with 413 (default: no limit)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
         --access-log         Log every request (to stdout)
         --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
@@ -35,7 +37,8 @@ type options struct {
 	port, address, environment string
 	adminPort                  string
 	grace                      int
-	accessLog                  bool
+	maxBodyBytes               int64
+	accessLog, h2c             bool
 	printConfig, version       bool
 	rackupArg, rackup          string
 	rest                       []string // ARGV for the app
@@ -95,6 +98,16 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 					err = fmt.Errorf("--grace: want a number of seconds, got %q", v)
 				}
 			}
+		case "--max-body-bytes":
+			var v string
+			if v, err = takeValue(); err == nil {
+				o.maxBodyBytes, err = strconv.ParseInt(v, 10, 64)
+				if err != nil || o.maxBodyBytes < 0 {
+					err = fmt.Errorf("--max-body-bytes: want a number of bytes, got %q", v)
+				}
+			}
+		case "--h2c":
+			o.h2c = true
 		case "--access-log":
 			o.accessLog = true
 		case "--print-config":

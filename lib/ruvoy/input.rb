@@ -36,17 +36,25 @@ module Ruvoy
 
       if length.nil?
         fill(nil)
-        data = take(@size - @pos)
+        n = @size - @pos
       elsif length.zero?
-        data = String.new(encoding: Encoding::BINARY)
+        n = 0
       else
         fill(@pos + length)
-        data = @pos < @size ? take([length, @size - @pos].min) : nil
-      end
-      return data unless buffer
+        return buffer&.clear && nil if @pos >= @size
 
-      buffer.replace(data || "").force_encoding(Encoding::BINARY)
-      data && buffer
+        n = [length, @size - @pos].min
+      end
+      take(n, buffer)
+    end
+
+    # Whatever has arrived, up to maxlen bytes, waiting only while nothing
+    # has; EOFError at the end (as IO#readpartial).
+    def readpartial(maxlen, buffer = nil)
+      fill(@size + 1) if @pos >= @size
+      raise EOFError, "end of request body reached" if @pos >= @size
+
+      take([maxlen, @size - @pos].min, buffer)
     end
 
     def each
@@ -74,17 +82,30 @@ module Ruvoy
 
     private
 
-    def take(length)
-      data = slice(@pos, length)
+    # The next length bytes, in buffer when given. Chunks are cleared once
+    # copied: large uploads then do not wait for the GC to give memory back.
+    def take(length, buffer = nil)
+      buffer ||= String.new(encoding: Encoding::BINARY)
+      buffer.force_encoding(Encoding::BINARY)
+      if length.zero?
+        buffer.clear
+      elsif @file
+        @file.pread(length, @pos, buffer)
+      else
+        buffer.replace(@kept.byteslice(@pos, length))
+      end
       @pos += length
-      data
+      buffer
     end
 
     # Reads from the server until `target` bytes are kept (all when nil).
     def fill(target)
       until @eof || (target && @size >= target)
         chunk = Ruvoy._read_chunk(@id)
-        chunk ? keep(chunk) : @eof = true
+        next @eof = true unless chunk
+
+        keep(chunk)
+        chunk.clear
       end
     end
 
@@ -102,7 +123,6 @@ module Ruvoy
 
     def slice(offset, length)
       return @kept.byteslice(offset, length) unless @file
-      return String.new(encoding: Encoding::BINARY) if length.zero?
 
       @file.pread(length, offset).force_encoding(Encoding::BINARY)
     end

@@ -34,6 +34,12 @@ module Ruvoy
       @input.read(length, buffer)
     end
 
+    def readpartial(maxlen, buffer = nil)
+      raise IOError, "not opened for reading" if @read_closed
+
+      @input.readpartial(maxlen, buffer)
+    end
+
     def close_read
       @read_closed = true
       nil
