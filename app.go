@@ -7,17 +7,21 @@ import "C"
 
 import (
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 )
 
 // AppOptions configure one loaded app.
 type AppOptions struct {
-	MaxRequests    int   // requests admitted to Ruby at once (default 1024)
-	MaxBodyBytes   int64 // request bodies over this get 413 (0: no limit)
+	MaxRequests    int           // requests admitted to Ruby at once (default 1024)
+	QueueTimeout   time.Duration // how long a request over MaxRequests may wait (default 0)
+	MaxBodyBytes   int64         // request bodies over this get 413 (0: no limit)
+	// MaxInflightBodyBytes bounds request body bytes held in memory across
+	// the app's requests (default 64 MiB; -1: no limit).
+	MaxInflightBodyBytes int64
 	RequestWindow  int64 // request body bytes read ahead of the app (default 256 KiB)
 	ResponseWindow int64 // response bytes in flight per request (default: the runtime's)
 	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
@@ -26,8 +30,10 @@ type AppOptions struct {
 }
 
 const (
-	defaultMaxRequests   = 1024
-	defaultRequestWindow = 256 << 10
+	defaultMaxRequests    = 1024
+	defaultRequestWindow  = 256 << 10
+	defaultBodyBudget     = 64 << 20
+	rewindBytesPerRequest = 128 << 10 // what rack.input keeps in memory for rewind
 )
 
 // App is a loaded rackup: an http.Handler that runs requests in the VM.
@@ -35,7 +41,7 @@ type App struct {
 	rt     *Runtime
 	id     uint64
 	opts   AppOptions
-	admit  chan struct{}
+	admit  *admission
 	closed atomic.Bool
 }
 
@@ -46,13 +52,18 @@ func newApp(rt *Runtime, id uint64, o AppOptions) *App {
 	if o.RequestWindow <= 0 {
 		o.RequestWindow = defaultRequestWindow
 	}
-	return &App{rt: rt, id: id, opts: o, admit: make(chan struct{}, o.MaxRequests)}
+	if o.MaxInflightBodyBytes == 0 {
+		o.MaxInflightBodyBytes = defaultBodyBudget
+	}
+	return &App{rt: rt, id: id, opts: o,
+		admit: newAdmission(o.MaxRequests, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
 
 // Close drops the app from the VM; requests in flight finish with it.
 func (a *App) Close() {
 	if a.closed.CompareAndSwap(false, true) {
 		a.rt.control(C.RV_IN_UNLOAD_APP, a.id, nil)
+		a.rt.apps.Add(-1)
 	}
 }
 
@@ -60,19 +71,18 @@ var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.opts.MaxBodyBytes > 0 && r.ContentLength > a.opts.MaxBodyBytes {
-		http.Error(w, "Payload Too Large", http.StatusRequestEntityTooLarge)
+		refuse(w, r, http.StatusRequestEntityTooLarge)
 		return
 	}
-	select {
-	case a.admit <- struct{}{}:
-	default:
-		overloaded(w)
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	release, ok := a.admit.admit(w, r, a.bodyReservation(r, hasBody))
+	if !ok {
 		return
 	}
-	st := a.rt.slots.acquire(r.Method, r.URL.Path, a.release)
+	st := a.rt.slots.acquire(r.Method, r.URL.Path, release)
 	if st == nil {
-		<-a.admit
-		overloaded(w)
+		release()
+		overloaded(w, r)
 		return
 	}
 	st.mu.Lock()
@@ -86,7 +96,6 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if remote == "" {
 		remote = remoteHost(r.RemoteAddr)
 	}
-	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	bufp := headPool.Get().(*[]byte)
 	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody, uint32(a.opts.ResponseWindow))
 	if !ok {
@@ -182,9 +191,16 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump 
 	}
 }
 
-func (a *App) release() { <-a.admit }
-
-func overloaded(w http.ResponseWriter) {
-	w.Header()["Retry-After"] = []string{strconv.Itoa(1)}
-	http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+// bodyReservation is the most body memory a request can hold at once: what
+// the window reads ahead plus what rack.input keeps for rewind, or the whole
+// body when it is smaller.
+func (a *App) bodyReservation(r *http.Request, hasBody bool) int64 {
+	if !hasBody {
+		return 0
+	}
+	most := a.opts.RequestWindow + rewindBytesPerRequest
+	if r.ContentLength > 0 && r.ContentLength < most {
+		return r.ContentLength
+	}
+	return most
 }

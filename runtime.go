@@ -46,6 +46,8 @@ type Runtime struct {
 	replies   chan reply
 	stopOnce  sync.Once
 	exitCode  int
+	counters  counters
+	apps      atomic.Int64 // apps loaded and not closed
 }
 
 type reply struct {
@@ -57,6 +59,16 @@ var (
 	startMu sync.Mutex
 	running *Runtime
 )
+
+// Current is the process's VM, or nil before it started.
+func Current() *Runtime {
+	startMu.Lock()
+	defer startMu.Unlock()
+	return running
+}
+
+// Serving reports whether an app has loaded and not been closed since.
+func (rt *Runtime) Serving() bool { return rt.apps.Load() > 0 }
 
 // RubyVersion is the version of the libruby this binary runs.
 func RubyVersion() string { return C.GoString(C.rv_ruby_version()) }
@@ -136,6 +148,7 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 	if r.result == 0 {
 		return nil, &BootError{Rackup: rackup, Message: r.text}
 	}
+	rt.apps.Add(1)
 	return newApp(rt, r.result, o), nil
 }
 

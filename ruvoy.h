@@ -81,7 +81,20 @@ typedef struct rv_config {
     uint64_t window;      /* response bytes in flight per stream */
 } rv_config;
 
-/* Go-facing API (rv_bridge.c). */
+/* What the VM thread reports about itself, read by Go at any time. */
+typedef struct rv_vm_stats {
+    uint64_t busy_ns;         /* time the VM thread spent outside its wait */
+    uint64_t lag_ns;          /* how late the loop's last 250 ms tick fired */
+    uint64_t running_since;   /* CLOCK_MONOTONIC ns when Ruby code last got the
+                                 thread from the loop; 0 while the loop has it */
+    uint64_t running_stream;  /* the request whose fiber runs, or 0 */
+    uint64_t requests;        /* request fibers alive */
+    uint64_t fibers;          /* other fibers the scheduler runs (Fiber.schedule) */
+    uint64_t response_bytes;  /* response bytes sent to Go, not yet written */
+    uint64_t gc_count, gc_time_ms, heap_live_slots;
+} rv_vm_stats;
+
+/* Go-facing API (rv_boot.c). */
 int rv_start(const rv_config *cfg, char **error);
 void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
                const void *data, size_t len);
@@ -89,6 +102,8 @@ rv_msg *rv_out_poll(void);
 int rv_out_fd(void);
 int rv_join(void);
 void rv_msg_free(rv_msg *m);
+void rv_read_stats(rv_vm_stats *out);
+uint64_t rv_monotonic_ns(void);
 const char *rv_header_name(int code);
 const char *rv_ruby_version(void);
 const char *rv_ruby_platform(void);

@@ -290,6 +290,25 @@ int rv_join(void)
     return exit_status;
 }
 
+void rv_read_stats(rv_vm_stats *out)
+{
+    out->busy_ns = atomic_load_explicit(&rv_stat.busy_ns, memory_order_relaxed);
+    out->lag_ns = atomic_load_explicit(&rv_stat.lag_ns, memory_order_relaxed);
+    out->running_since = atomic_load(&rv_stat.running_since);
+    out->running_stream = atomic_load_explicit(&rv_stat.running_stream, memory_order_relaxed);
+    out->requests = atomic_load_explicit(&rv_stat.requests, memory_order_relaxed);
+    out->fibers = atomic_load_explicit(&rv_stat.fibers, memory_order_relaxed);
+    out->response_bytes = atomic_load_explicit(&rv_stat.response_bytes, memory_order_relaxed);
+    out->gc_count = atomic_load_explicit(&rv_stat.gc_count, memory_order_relaxed);
+    out->gc_time_ms = atomic_load_explicit(&rv_stat.gc_time_ms, memory_order_relaxed);
+    out->heap_live_slots = atomic_load_explicit(&rv_stat.heap_live_slots, memory_order_relaxed);
+}
+
+uint64_t rv_monotonic_ns(void)
+{
+    return rv_now();
+}
+
 const char *rv_ruby_version(void)
 {
     return ruby_version;

@@ -22,6 +22,7 @@
 
 rv_loop *rv_L;
 rv_inbox rv_to_vm, rv_to_go;
+rv_stats rv_stat;
 
 #define L rv_L
 
@@ -254,12 +255,27 @@ static void report_escape(const char *what)
     rv_log_exception(NULL, what, exc);
 }
 
+/* Ruby code has the thread from now until it hands it back to the loop. */
+static void running(rv_stream *s)
+{
+    L->current = s;
+    atomic_store_explicit(&rv_stat.running_stream, s ? s->id : 0, memory_order_relaxed);
+    atomic_store(&rv_stat.running_since, rv_now());
+}
+
+static void back_in_loop(void)
+{
+    L->current = NULL;
+    atomic_store(&rv_stat.running_since, 0);
+    atomic_store_explicit(&rv_stat.running_stream, 0, memory_order_relaxed);
+}
+
 static void resume(rv_waiter *w)
 {
-    L->current = w->stream;
+    running(w->stream);
     int state = 0;
     rb_protect(transfer_to, w->fiber, &state);
-    L->current = NULL;
+    back_in_loop();
     if (state)
         report_escape("an exception escaped a fiber");
 }
@@ -267,10 +283,10 @@ static void resume(rv_waiter *w)
 /* Runs a new request's fiber until it first waits or ends. */
 void rv_run_fiber(rv_stream *s, VALUE fiber)
 {
-    L->current = s;
+    running(s);
     int state = 0;
     rb_protect(transfer_to, fiber, &state);
-    L->current = NULL;
+    back_in_loop();
     if (state)
         report_escape("an exception escaped a request fiber");
 }
@@ -294,10 +310,10 @@ void rv_interrupt(VALUE fiber, VALUE exc)
     waiter_detach(w);
     w->state = RV_W_IDLE;
     struct raise_args a = {fiber, exc};
-    L->current = w->stream;
+    running(w->stream);
     int state = 0;
     rb_protect(raise_in, (VALUE)&a, &state);
-    L->current = NULL;
+    back_in_loop();
     if (state)
         report_escape("an exception escaped a fiber");
 }
@@ -480,6 +496,24 @@ static void poll_ubf(void *p)
     rv_inbox_wake(&rv_to_vm);
 }
 
+static uint64_t turn_began; /* when the loop last woke */
+
+/* Every 250 ms: how late the loop is, and Ruby's GC figures, for metrics. */
+#define TICK_NS 250000000u
+static rv_timer tick;
+
+static void tick_fired(rv_timer *t)
+{
+    uint64_t now = rv_now();
+    atomic_store_explicit(&rv_stat.lag_ns, now - t->deadline, memory_order_relaxed);
+    atomic_store_explicit(&rv_stat.gc_count, rb_gc_count(), memory_order_relaxed);
+    atomic_store_explicit(&rv_stat.gc_time_ms, rb_gc_stat(ID2SYM(rb_intern("time"))), memory_order_relaxed);
+    atomic_store_explicit(&rv_stat.heap_live_slots, rb_gc_stat(ID2SYM(rb_intern("heap_live_slots"))),
+                          memory_order_relaxed);
+    t->deadline = now + TICK_NS;
+    rv_timer_add(&L->timers, t);
+}
+
 static int fds_waited_on(void)
 {
     return L->waiting->num_entries > 0 && L->nfds > 0;
@@ -504,8 +538,11 @@ static void poll_io(void)
             a.n = epoll_wait(L->epfd, events, 256, 0);
         rb_thread_schedule(); /* let Ruby threads that wait for the GVL in */
     } else if (rv_inbox_sleep(&rv_to_vm)) {
+        uint64_t now = rv_now();
+        atomic_fetch_add_explicit(&rv_stat.busy_ns, now - turn_began, memory_order_relaxed);
         rb_nogvl(poll_nogvl, &a, poll_ubf, NULL, RB_NOGVL_UBF_ASYNC_SAFE);
         atomic_store(&rv_to_vm.sleeping, 0);
+        turn_began = rv_now();
     }
     for (int i = 0; i < a.n; i++) {
         int fd = events[i].data.fd;
@@ -536,6 +573,10 @@ static VALUE loop_turn(VALUE unused)
 
 void rv_loop_run(void)
 {
+    turn_began = rv_now();
+    tick.fire = tick_fired;
+    tick.deadline = turn_began + TICK_NS;
+    rv_timer_add(&L->timers, &tick);
     while (!L->stopping) {
         int state = 0;
         rb_protect(loop_turn, Qnil, &state);

@@ -38,6 +38,7 @@ void rv_request_start(rv_msg *m)
     s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
     L->streams[slot] = s;
     L->live++;
+    atomic_store_explicit(&rv_stat.requests, L->live, memory_order_relaxed);
     if (NIL_P(s->app)) {
         rv_respond_error(s, 503);
         rv_stream_finish(s);

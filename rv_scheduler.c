@@ -98,7 +98,9 @@ static VALUE scheduled_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, block))
 {
     (void)yielded, (void)argc, (void)argv, (void)blockarg;
     int state = 0;
+    atomic_fetch_add_explicit(&rv_stat.fibers, 1, memory_order_relaxed);
     rb_protect(call_block, block, &state);
+    atomic_fetch_sub_explicit(&rv_stat.fibers, 1, memory_order_relaxed);
     if (state) {
         VALUE exc = rb_errinfo();
         rb_set_errinfo(Qnil);

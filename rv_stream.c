@@ -41,6 +41,7 @@ void rv_stream_flush(rv_stream *s)
     if (!s->out.m)
         return;
     s->inflight += s->out_body;
+    atomic_fetch_add_explicit(&rv_stat.response_bytes, s->out_body, memory_order_relaxed);
     s->out_body = 0;
     rv_stream_push(s, rv_buf_finish(&s->out));
 }
@@ -75,11 +76,14 @@ void rv_stream_deliver(rv_msg *m)
                                                 : RV_BODY_EOF;
         wake(s, s->input_waiter);
         break;
-    case RV_IN_CREDIT:
-        s->inflight -= m->aux < s->inflight ? m->aux : s->inflight;
+    case RV_IN_CREDIT: {
+        uint64_t credit = m->aux < s->inflight ? m->aux : s->inflight;
+        s->inflight -= credit;
+        atomic_fetch_sub_explicit(&rv_stat.response_bytes, credit, memory_order_relaxed);
         if (s->inflight < s->window)
             wake(s, s->credit_waiter);
         break;
+    }
     case RV_IN_DONE:
         s->done = 1;
         s->done_error = (m->flags & RV_F_ERROR) != 0;
@@ -170,7 +174,9 @@ void rv_stream_finish(rv_stream *s)
         rv_msg_free(c);
     }
     rv_msg_free(s->request);
+    atomic_fetch_sub_explicit(&rv_stat.response_bytes, s->inflight, memory_order_relaxed);
     L->streams[s->slot] = NULL;
     L->live--;
+    atomic_store_explicit(&rv_stat.requests, L->live, memory_order_relaxed);
     free(s);
 }

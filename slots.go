@@ -174,6 +174,13 @@ func (s *slots) unref(st *stream) {
 	s.mu.Unlock()
 }
 
+// inUse is how many slots are taken.
+func (s *slots) inUse() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.all) - len(s.free)
+}
+
 // describe names the request a stream id belongs to, for log entries.
 func (s *slots) describe(id uint64) (method, path string, ok bool) {
 	st := s.lookup(id)

@@ -3,6 +3,7 @@ package ruvoycaddy
 import (
 	"strconv"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -22,7 +23,9 @@ func init() {
 //
 //	ruvoy [<matcher>] [<rackup>] {
 //	    environment   <name>
-//	    max_requests  <n>
+//	    max_requests    <n>
+//	    queue_timeout   <duration>
+//	    max_inflight_body_size <size>
 //	    max_body_size   <size>
 //	    request_window  <size>
 //	    response_window <size>
@@ -56,7 +59,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_requests: want a positive integer, got %q", d.Val())
 			}
 			h.MaxRequests = n
-		case "max_body_size", "request_window", "response_window":
+		case "queue_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("queue_timeout: %v", err)
+			}
+			h.QueueTimeout = caddy.Duration(dur)
+		case "max_body_size", "request_window", "response_window", "max_inflight_body_size":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -70,6 +82,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.MaxBodyBytes = int64(n)
 			case "request_window":
 				h.RequestWindow = int64(n)
+			case "max_inflight_body_size":
+				h.MaxInflightBodyBytes = int64(n)
 			default:
 				h.ResponseWindow = int64(n)
 			}

@@ -7,14 +7,17 @@ package ruvoycaddy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/ruvoy/ruvoy"
@@ -37,6 +40,13 @@ type Handler struct {
 	Environment string `json:"environment,omitempty"`
 	// MaxRequests bounds the requests admitted to Ruby at once (default 1024).
 	MaxRequests int `json:"max_requests,omitempty"`
+	// QueueTimeout is how long a request over MaxRequests may wait for a
+	// place before it gets 503 (default 0: at once).
+	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
+	// MaxInflightBodyBytes bounds the request body bytes held in memory
+	// across requests (default 64 MiB; -1: no limit): a request that would
+	// pass it gets 503 before its body is read.
+	MaxInflightBodyBytes int64 `json:"max_inflight_body_bytes,omitempty"`
 	// MaxBodyBytes bounds request bodies: larger ones get 413 (default: none).
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
 	// RequestWindow bounds the request body bytes read ahead of the app
@@ -81,17 +91,25 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("ruvoy: starting Ruby: %w", err)
 	}
 	rt.SetLogger(ctx.Logger())
+	if err := ctx.GetMetricsRegistry().Register(rt.Collector()); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			return fmt.Errorf("ruvoy: registering metrics: %w", err)
+		}
+	}
 	registerExit.Do(func() {
 		// The process is exiting: the servers have drained; clean the VM up
 		// so at_exit hooks run before Caddy exits.
 		caddy.OnExit(func(context.Context) { rt.Shutdown() })
 	})
 	app, err := rt.Load(rackup, h.Environment, ruvoy.AppOptions{
-		MaxRequests:    h.MaxRequests,
-		MaxBodyBytes:   h.MaxBodyBytes,
-		RequestWindow:  h.RequestWindow,
-		ResponseWindow: h.ResponseWindow,
-		ClientIP:       clientIP,
+		MaxRequests:          h.MaxRequests,
+		QueueTimeout:         time.Duration(h.QueueTimeout),
+		MaxInflightBodyBytes: h.MaxInflightBodyBytes,
+		MaxBodyBytes:         h.MaxBodyBytes,
+		RequestWindow:        h.RequestWindow,
+		ResponseWindow:       h.ResponseWindow,
+		ClientIP:             clientIP,
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,15 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.maxBodyBytes > 0 {
 		handler["max_body_bytes"] = o.maxBodyBytes
 	}
+	if o.maxRequests > 0 {
+		handler["max_requests"] = o.maxRequests
+	}
+	if o.queueTimeout > 0 {
+		handler["queue_timeout"] = fmt.Sprintf("%dms", o.queueTimeout)
+	}
+	if o.bodyBudget > 0 {
+		handler["max_inflight_body_bytes"] = o.bodyBudget
+	}
 	protocols := []string{"h1"}
 	if o.h2c {
 		protocols = append(protocols, "h2c")

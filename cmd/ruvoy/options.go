@@ -15,6 +15,11 @@ const usage = `Usage: ruvoy [options] [config.ru]
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
         --h2c                Also accept cleartext HTTP/2 (prior knowledge and upgrade)
         --max-body-bytes N   Refuse request bodies over N bytes with 413 (default: no limit)
+        --max-requests N     Admit at most N requests to Ruby at once; more get 503 (default 1024)
+        --queue-timeout MS   Let a request over --max-requests wait MS for a place (default 0)
+        --max-inflight-body-bytes N
+                             Hold at most N request body bytes in memory across requests;
+                             a request that would pass it gets 503 (default 67108864)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
         --access-log         Log every request (to stdout)
         --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
@@ -38,6 +43,8 @@ type options struct {
 	adminPort                  string
 	grace                      int
 	maxBodyBytes               int64
+	maxRequests, queueTimeout  int
+	bodyBudget                 int64
 	accessLog, h2c             bool
 	printConfig, version       bool
 	rackupArg, rackup          string
@@ -106,6 +113,14 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 					err = fmt.Errorf("--max-body-bytes: want a number of bytes, got %q", v)
 				}
 			}
+		case "--max-requests":
+			o.maxRequests, err = intValue(name, takeValue, 1)
+		case "--queue-timeout":
+			o.queueTimeout, err = intValue(name, takeValue, 0)
+		case "--max-inflight-body-bytes":
+			var v int
+			v, err = intValue(name, takeValue, 1)
+			o.bodyBudget = int64(v)
 		case "--h2c":
 			o.h2c = true
 		case "--access-log":
@@ -145,6 +160,19 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	o.rackup = abs
 	return o, nil
+}
+
+// intValue reads an option's integer value, at least min.
+func intValue(name string, take func() (string, error), min int) (int, error) {
+	v, err := take()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		return 0, fmt.Errorf("%s: want an integer of at least %d, got %q", name, min, v)
+	}
+	return n, nil
 }
 
 func checkPort(what, p string) error {

@@ -1,0 +1,107 @@
+package ruvoy
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// admission bounds the work an app takes on: at most max requests in Ruby at
+// once (a request may wait queueTimeout for a place), and at most
+// bodyBudget bytes of request bodies held in memory, reserved before a body
+// is read. Excess is answered 503 before it reaches Ruby.
+type admission struct {
+	slots        chan struct{}
+	queueTimeout time.Duration
+	bodyBudget   int64
+	bodyHeld     atomic.Int64
+	counters     *counters
+}
+
+// counters are the runtime-wide figures the metrics report.
+type counters struct {
+	admitted, rejectedCount, rejectedBody, rejectedQueue atomic.Int64
+	queueWaitNs, queued                                  atomic.Int64
+	bodyHeld                                             atomic.Int64
+	stalls                                               atomic.Int64
+}
+
+func newAdmission(max int, queueTimeout time.Duration, bodyBudget int64, c *counters) *admission {
+	return &admission{slots: make(chan struct{}, max), queueTimeout: queueTimeout, bodyBudget: bodyBudget, counters: c}
+}
+
+// admit takes a place for r, reserving body bytes; it returns the release
+// function, or false when r was answered 503 (or its client left waiting).
+func (a *admission) admit(w http.ResponseWriter, r *http.Request, body int64) (func(), bool) {
+	if body > 0 && a.bodyBudget > 0 {
+		if a.bodyHeld.Add(body) > a.bodyBudget {
+			a.bodyHeld.Add(-body)
+			a.counters.rejectedBody.Add(1)
+			overloaded(w, r)
+			return nil, false
+		}
+		a.counters.bodyHeld.Add(body)
+	}
+	releaseBody := func() {
+		if body > 0 && a.bodyBudget > 0 {
+			a.bodyHeld.Add(-body)
+			a.counters.bodyHeld.Add(-body)
+		}
+	}
+	select {
+	case a.slots <- struct{}{}:
+	default:
+		if !a.wait(r) {
+			releaseBody()
+			if r.Context().Err() == nil {
+				overloaded(w, r)
+			}
+			return nil, false
+		}
+	}
+	a.counters.admitted.Add(1)
+	return func() {
+		<-a.slots
+		releaseBody()
+	}, true
+}
+
+// wait queues for a place up to the queue timeout.
+func (a *admission) wait(r *http.Request) bool {
+	if a.queueTimeout <= 0 {
+		a.counters.rejectedCount.Add(1)
+		return false
+	}
+	a.counters.queued.Add(1)
+	defer a.counters.queued.Add(-1)
+	began := time.Now()
+	timer := time.NewTimer(a.queueTimeout)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		a.counters.queueWaitNs.Add(int64(time.Since(began)))
+		return true
+	case <-timer.C:
+		a.counters.rejectedQueue.Add(1)
+		return false
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func overloaded(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Retry-After"] = []string{strconv.Itoa(1)}
+	refuse(w, r, http.StatusServiceUnavailable)
+}
+
+// refuse answers before the app runs. With a request body unread, the
+// connection is closed after the answer: reading the body would defeat the
+// point, and a client that sends its whole body before reading could wait
+// forever for a server draining it.
+func refuse(w http.ResponseWriter, r *http.Request, status int) {
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		w.Header()["Connection"] = []string{"close"}
+	}
+	http.Error(w, http.StatusText(status), status)
+}

@@ -1,0 +1,71 @@
+package ruvoycaddy
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/ruvoy/ruvoy"
+)
+
+func init() {
+	caddy.RegisterModule(Probes{})
+}
+
+// Probes serves readiness and liveness on the admin API:
+//
+//	GET /ruvoy/ready   200 once an app has booted, 503 before and while draining
+//	GET /ruvoy/health  200 while the VM thread gets back to its event loop,
+//	                   503 when Ruby code has held it for StuckAfter
+type Probes struct{}
+
+// StuckAfter is how long Ruby code may hold the VM thread before the
+// liveness probe fails.
+const StuckAfter = 30 * time.Second
+
+// CaddyModule returns the Caddy module information.
+func (Probes) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.ruvoy",
+		New: func() caddy.Module { return new(Probes) },
+	}
+}
+
+// Routes returns the probe routes.
+func (Probes) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/ruvoy/ready", Handler: caddy.AdminHandlerFunc(ready)},
+		{Pattern: "/ruvoy/health", Handler: caddy.AdminHandlerFunc(health)},
+	}
+}
+
+func ready(w http.ResponseWriter, r *http.Request) error {
+	switch rt := ruvoy.Current(); {
+	case rt == nil || !rt.Serving():
+		http.Error(w, "not ready: no app has booted\n", http.StatusServiceUnavailable)
+	case caddy.Exiting():
+		http.Error(w, "not ready: draining for shutdown\n", http.StatusServiceUnavailable)
+	default:
+		fmt.Fprintln(w, "ready")
+	}
+	return nil
+}
+
+func health(w http.ResponseWriter, r *http.Request) error {
+	rt := ruvoy.Current()
+	if rt == nil {
+		fmt.Fprintln(w, "ok (no VM yet)")
+		return nil
+	}
+	if held := rt.Stats().RunningFor; held > StuckAfter {
+		http.Error(w, fmt.Sprintf("unhealthy: Ruby code has held the VM thread for %v\n", held.Round(time.Second)),
+			http.StatusServiceUnavailable)
+		return nil
+	}
+	fmt.Fprintln(w, "ok")
+	return nil
+}
+
+var _ caddy.AdminRouter = Probes{}

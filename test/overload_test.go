@@ -1,0 +1,167 @@
+package test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// burst sends n concurrent GETs and counts answers by status.
+func burst(t *testing.T, s *server, n int, path string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[int]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.get(t, path)
+			if r.status == 503 && r.header.Get("Retry-After") == "" {
+				t.Errorf("a 503 without Retry-After")
+			}
+			mu.Lock()
+			counts[r.status]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return counts
+}
+
+func metricValue(t *testing.T, admin, name string) string {
+	t.Helper()
+	res, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimPrefix(line, name+" ")
+		}
+	}
+	t.Fatalf("no metric %s in:\n%s", name, b)
+	return ""
+}
+
+func TestOverloadRequestCount(t *testing.T) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := start(t, "--admin-port", adminPort, "--max-requests", "5", app("core.ru"))
+	before := metricValue(t, admin, "ruvoy_requests_admitted_total")
+	counts := burst(t, s, 20, "/sleep?s=0.5")
+	equal(t, "200s", counts[200], 5)
+	equal(t, "503s", counts[503], 15)
+	equal(t, "admitted before", before, "0")
+	equal(t, "admitted", metricValue(t, admin, "ruvoy_requests_admitted_total"), "5")
+	equal(t, "rejected", metricValue(t, admin, `ruvoy_requests_rejected_total{reason="max_requests"}`), "15")
+}
+
+func TestOverloadQueueTimeout(t *testing.T) {
+	s := start(t, "--max-requests", "2", "--queue-timeout", "2000", app("core.ru"))
+	counts := burst(t, s, 6, "/sleep?s=0.3")
+	equal(t, "200s when the queue timeout covers the wait", counts[200], 6)
+
+	s = start(t, "--max-requests", "2", "--queue-timeout", "100", app("core.ru"))
+	began := time.Now()
+	counts = burst(t, s, 4, "/sleep?s=1")
+	equal(t, "200s", counts[200], 2)
+	equal(t, "503s after the queue timeout", counts[503], 2)
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+// A request that leaves while queued costs nothing in Ruby.
+func TestOverloadCancelledWhileQueued(t *testing.T) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := start(t, "--admin-port", adminPort, "--max-requests", "1", "--queue-timeout", "10000", app("core.ru"))
+	go s.get(t, "/sleep?s=1")
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/sleep?s=0", nil)
+	if _, err := client.Do(req); err == nil {
+		t.Fatal("the queued request should have been cancelled")
+	}
+	equal(t, "queued after the client left", metricValue(t, admin, "ruvoy_requests_queued"), "0")
+	equal(t, "admitted", metricValue(t, admin, "ruvoy_requests_admitted_total"), "1")
+}
+
+// Uploads that would pass the body budget get 503 before their body is read.
+func TestOverloadBodyBudget(t *testing.T) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	// Each 1 MiB upload reserves its read-ahead window plus what rack.input
+	// keeps for rewind (384 KiB): two fit in 1 MiB, a third does not.
+	s := start(t, "--admin-port", adminPort, "--max-inflight-body-bytes", "1048576", app("streaming.ru"))
+	var conns []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST /upload?pause=0.1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n")
+		c.Write(make([]byte, 1000))
+		conns = append(conns, c)
+	}
+	eventually(t, 5*time.Second, "two uploads admitted", func() bool {
+		return metricValue(t, admin, "ruvoy_request_body_bytes_held") == "786432"
+	})
+	// The third gets its answer without sending a byte of its body.
+	r := s.rawRequest(t, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n")
+	equal(t, "status", r.status, 503)
+	equal(t, "rejected", metricValue(t, admin, `ruvoy_requests_rejected_total{reason="body_budget"}`), "1")
+	// A small body still fits.
+	equal(t, "small upload", s.do(t, "POST", "/read-all", strings.NewReader("tiny")).body, "4")
+	for _, c := range conns {
+		c.Close()
+	}
+	eventually(t, 5*time.Second, "reservations released", func() bool {
+		return metricValue(t, admin, "ruvoy_request_body_bytes_held") == "0"
+	})
+}
+
+func TestOverloadProbes(t *testing.T) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := start(t, "--admin-port", adminPort, app("core.ru"))
+	get := func(path string) (int, string) {
+		res, err := http.Get(admin + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, body := get("/ruvoy/ready")
+	equal(t, "ready "+body, code, 200)
+	code, body = get("/ruvoy/health")
+	equal(t, "health "+body, code, 200)
+	for _, name := range []string{"ruvoy_vm_busy_seconds_total", "ruvoy_vm_loop_lag_seconds",
+		"ruvoy_fibers_requests", "ruvoy_ruby_gc_total", "ruvoy_ruby_heap_live_slots",
+		"ruvoy_response_body_bytes_in_flight", "ruvoy_requests_in_flight"} {
+		metricValue(t, admin, name)
+	}
+
+	// Draining: not ready while requests finish after SIGTERM.
+	go s.get(t, "/sleep?s=2")
+	time.Sleep(200 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	eventually(t, 2*time.Second, "not ready while draining", func() bool {
+		code, body := get("/ruvoy/ready")
+		return code == 503 || strings.Contains(body, "connection refused")
+	})
+	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
+}
