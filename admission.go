@@ -1,6 +1,7 @@
 package ruvoy
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -95,13 +96,32 @@ func overloaded(w http.ResponseWriter, r *http.Request) {
 	refuse(w, r, http.StatusServiceUnavailable)
 }
 
-// refuse answers before the app runs. With a request body unread, the
-// connection is closed after the answer: reading the body would defeat the
-// point, and a client that sends its whole body before reading could wait
-// forever for a server draining it.
+// refuse answers before the app runs.
 func refuse(w http.ResponseWriter, r *http.Request, status int) {
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		w.Header()["Connection"] = []string{"close"}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		http.Error(w, http.StatusText(status), status)
+		return
 	}
+	if r.ProtoMajor != 1 || r.ContentLength > lingerBytes {
+		w.Header()["Connection"] = []string{"close"}
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	// The answer goes out first; then the body is read and thrown away (no
+	// memory held), so the connection stays usable and the client, still
+	// sending, gets this answer rather than a reset.
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
 	http.Error(w, http.StatusText(status), status)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.Copy(io.Discard, io.LimitReader(r.Body, lingerBytes+1))
+	_ = rc.SetReadDeadline(time.Time{})
 }
+
+// A refused request's body is read and dropped up to this size and time;
+// beyond, the connection is closed.
+const (
+	lingerBytes = 8 << 20
+	lingerTime  = 5 * time.Second
+)

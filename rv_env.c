@@ -237,8 +237,9 @@ VALUE rv_env_build(rv_stream *s)
     PUT(k_software, v_software);
     PUT(k_version, v_version);
     PUT(k_url_scheme, flags & RV_REQ_TLS ? v_https : v_http);
-    PUT(k_input, flags & RV_REQ_BODY ? rb_class_new_instance(1, (VALUE[]){ULL2NUM(s->id)}, rv_cInput)
-                                     : rv_empty_input);
+    if (flags & RV_REQ_BODY)
+        s->input = rb_class_new_instance(1, (VALUE[]){ULL2NUM(s->id)}, rv_cInput);
+    PUT(k_input, flags & RV_REQ_BODY ? s->input : rv_empty_input);
     PUT(k_errors, rb_stderr);
     PUT(k_multithread, Qtrue);
     PUT(k_multiprocess, Qfalse);

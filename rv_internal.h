@@ -98,6 +98,7 @@ struct rv_stream {
     uint32_t slot;
     VALUE fiber, app, env;
     VALUE response;                /* what the app returned, for response_finished */
+    VALUE input;                   /* the request's Ruvoy::Input, released at the end */
     rv_msg *request;               /* the RV_IN_REQUEST message, kept until the end */
     rv_msg *in_first, *in_last;    /* body chunks not yet taken by the app */
     int in_state;                  /* RV_BODY_* */

@@ -55,6 +55,7 @@ static void loop_mark(void *p)
             rb_gc_mark(s->app);
             rb_gc_mark(s->env);
             rb_gc_mark(s->response);
+            rb_gc_mark(s->input);
         }
     }
     st_foreach(L->waiting, mark_waiting, 0);

@@ -33,7 +33,7 @@ void rv_request_start(rv_msg *m)
     s->slot = slot;
     s->request = m;
     s->window = L->window;
-    s->fiber = s->env = s->response = Qnil;
+    s->fiber = s->env = s->response = s->input = Qnil;
     long app = (long)m->aux;
     s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
     L->streams[slot] = s;

@@ -162,9 +162,20 @@ void rv_stream_end(rv_stream *s)
     rv_stream_push(s, m);
 }
 
+static VALUE release_input(VALUE input)
+{
+    return rb_funcall(input, rb_intern("_release"), 0);
+}
+
 /* Ends the stream: tells Go the VM is done with it and frees everything. */
 void rv_stream_finish(rv_stream *s)
 {
+    if (!NIL_P(s->input)) {
+        int state = 0;
+        rb_protect(release_input, s->input, &state); /* its temporary file */
+        if (state)
+            rb_set_errinfo(Qnil);
+    }
     rv_msg *m = closing_message(s);
     m->flags |= RV_F_FINAL;
     rv_stream_push(s, m);

@@ -77,6 +77,7 @@ module Ruvoy
     def _release
       @file&.close
       @file = nil
+      @kept&.clear
       @kept = nil
     end
 
@@ -115,6 +116,7 @@ module Ruvoy
         File.unlink(@file.path)
         @file.binmode
         @file.write(@kept)
+        @kept.clear # gives the memory back now, not at the next GC
         @kept = nil
       end
       @file ? @file.pwrite(chunk, @size) : @kept << chunk

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	upload256k = make([]byte, 256<<10)
+	upload1m   = make([]byte, 1<<20)
+)
+
+// steadyLoads is the traffic every steady phase carries: well under the
+// admission and body budgets, so every answer must be a 200.
+func steadyLoads() []load {
+	return []load{
+		{name: "h2 no-op", workers: 16, h2c: true, method: "GET", path: "/noop", kind: steady},
+		{name: "h1 wait200", workers: 32, method: "GET", path: "/wait200", kind: steady},
+		{name: "h1 256 KiB upload", workers: 4, method: "POST", path: "/upload", body: upload256k, kind: steady},
+	}
+}
+
+type cycleResult struct {
+	after     resources
+	peakRSS   int64 // during the body overload
+	idleRSS   int64 // right before it
+	requests  int64
+	took      time.Duration
+	phaseNote string
+}
+
+func (h *harness) runCycles(n int) bool {
+	var results []cycleResult
+	for i := 1; i <= n; i++ {
+		results = append(results, h.cycle(i))
+	}
+	return h.report(results)
+}
+
+func during(d time.Duration, f func(ctx context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	f(ctx)
+}
+
+func (h *harness) cycle(n int) cycleResult {
+	began := time.Now()
+	before := h.counts.total.Load()
+	var r cycleResult
+	ctx, stopProbe := context.WithCancel(context.Background())
+	var probing sync.WaitGroup
+	probing.Add(1)
+	go func() { defer probing.Done(); h.probeControl(ctx) }()
+
+	step := func(what string) {
+		fmt.Printf("cycle %d: %-28s (%v; control max so far %v)\n", n, what, time.Since(began).Round(time.Second),
+			time.Duration(h.counts.controlMaxNs.Load()).Round(time.Millisecond))
+	}
+
+	step("steady traffic")
+	during(*phase, func(ctx context.Context) { h.run(ctx, steadyLoads()...) })
+
+	step("request-count overload")
+	during(*phase, func(ctx context.Context) {
+		h.run(ctx, load{name: "count overload", workers: 3 * maxRequests, method: "GET", path: "/wait200", kind: overload})
+	})
+	h.quiesce()
+
+	step("request-body overload")
+	r.idleRSS = h.resources().rss // idle, after the phases before warmed it up
+	var peak atomic.Int64
+	during(*phase, func(ctx context.Context) {
+		go func() {
+			for ctx.Err() == nil {
+				if v := h.resources().rss; v > peak.Load() {
+					peak.Store(v)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		// Each 1 MiB upload reserves 384 KiB: 300 at once is twice the budget.
+		h.run(ctx, load{name: "body overload", workers: 300, method: "POST", path: "/upload", body: upload1m, kind: overload})
+	})
+	r.peakRSS = peak.Load()
+	h.quiesce()
+
+	step("128 cancelled requests")
+	h.cancelled(128)
+	h.quiesce()
+
+	step("recovery")
+	during(*phase, func(ctx context.Context) {
+		h.run(ctx,
+			load{name: "recovery no-op", workers: 25, method: "GET", path: "/noop", kind: recovery},
+			load{name: "recovery wait200", workers: 25, method: "GET", path: "/wait200", kind: recovery})
+	})
+	step("done")
+	stopProbe()
+	probing.Wait()
+	h.quiesce()
+	r.after = h.resources()
+	r.requests = h.counts.total.Load() - before
+	r.took = time.Since(began)
+	return r
+}
+
+func (h *harness) report(results []cycleResult) bool {
+	c := h.counts
+	fmt.Println()
+	fmt.Println("| cycle | requests | fds after | threads after | goroutines after | Ruby heap live slots | idle RSS before body overload MiB | peak RSS in body overload MiB |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for i, r := range results {
+		fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d |\n", i+1, r.requests, r.after.fds, r.after.threads,
+			r.after.goroutines, r.after.heapLiveSlots, r.idleRSS>>20, r.peakRSS>>20)
+	}
+	fmt.Println()
+	fmt.Println("| total requests | HTTP 200 | expected 503 | transport errors | other statuses | steady failures | recovery failures | control failures | control max latency |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d | %v |\n", c.total.Load(), c.ok.Load(), c.expected503.Load(),
+		c.transport.Load(), c.unexpected.Load(), c.steadyFailed.Load(), c.recoveryFailed.Load(), c.controlFailed.Load(),
+		time.Duration(c.controlMaxNs.Load()).Round(time.Millisecond))
+
+	var problems []string
+	if c.transport.Load() > 0 {
+		problems = append(problems, "transport errors")
+	}
+	if c.steadyFailed.Load()+c.recoveryFailed.Load()+c.controlFailed.Load() > 0 {
+		problems = append(problems, "steady, recovery or control requests failed")
+	}
+	if c.unexpected.Load() > 0 {
+		problems = append(problems, "answers other than 200 or an expected 503")
+	}
+	if c.expected503.Load() == 0 {
+		problems = append(problems, "the overload phases saw no 503: they did not overload")
+	}
+	first, last := results[0], results[len(results)-1]
+	if last.after.fds > first.after.fds+2 {
+		problems = append(problems, fmt.Sprintf("file descriptors grew from %d to %d", first.after.fds, last.after.fds))
+	}
+	if last.after.threads > first.after.threads+2 {
+		problems = append(problems, fmt.Sprintf("threads grew from %d to %d", first.after.threads, last.after.threads))
+	}
+	if last.after.goroutines > first.after.goroutines+10 {
+		problems = append(problems, fmt.Sprintf("goroutines grew from %d to %d", first.after.goroutines, last.after.goroutines))
+	}
+	if last.after.heapLiveSlots > first.after.heapLiveSlots+2000 {
+		problems = append(problems, fmt.Sprintf("Ruby's live heap grew from %d to %d slots",
+			first.after.heapLiveSlots, last.after.heapLiveSlots))
+	}
+	for _, r := range results {
+		if r.peakRSS > r.idleRSS+bodyBudget+64<<20 {
+			problems = append(problems, fmt.Sprintf("peak RSS %d MiB under body overload is over idle %d MiB + budget + 64 MiB",
+				r.peakRSS>>20, r.idleRSS>>20))
+		}
+	}
+	c.samples.Range(func(k, _ any) bool { fmt.Println("  seen:", k); return true })
+	if len(problems) > 0 {
+		fmt.Println("problems:\n  " + strings.Join(problems, "\n  "))
+		return false
+	}
+	return true
+}
+
+// runSoak carries steady traffic for d, printing resources every minute.
+func (h *harness) runSoak(d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { h.run(ctx, steadyLoads()...); close(done) }()
+	go h.probeControl(ctx)
+	fmt.Println("| minute | requests | fds | threads | goroutines | Ruby heap live slots | RSS MiB |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	var first resources
+	for m := 1; ; m++ {
+		select {
+		case <-done:
+			h.quiesce()
+			last := h.resources()
+			fmt.Printf("| end | %d | %d | %d | %d | %d | %d |\n", h.counts.total.Load(), last.fds, last.threads,
+				last.goroutines, last.heapLiveSlots, last.rss>>20)
+			return h.report([]cycleResult{{after: first}, {after: last}})
+		case <-time.After(time.Minute):
+		}
+		r := h.resources()
+		if m == 1 {
+			first = r
+		}
+		fmt.Printf("| %d | %d | %d | %d | %d | %d | %d |\n", m, h.counts.total.Load(), r.fds, r.threads,
+			r.goroutines, r.heapLiveSlots, r.rss>>20)
+	}
+}

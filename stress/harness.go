@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits the server runs with: small enough to overload on purpose.
+const (
+	maxRequests = 256
+	bodyBudget  = 64 << 20
+)
+
+type harness struct {
+	cmd                *exec.Cmd
+	main, control, adm string // base URLs
+	mainAddr           string
+	logPath            string
+	counts             *counts
+}
+
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// startHarness writes a Caddy config with two servers (the one under
+// stress, and a control listener with its own app and admission budget)
+// and runs it with `ruvoy run`.
+func startHarness(root, binary string) (*harness, error) {
+	mainPort, controlPort, adminPort := freePort(), freePort(), freePort()
+	rackup := filepath.Join(root, "stress", "app.ru")
+	server := func(port string, limits map[string]any) map[string]any {
+		handler := map[string]any{"handler": "ruvoy", "rackup": rackup, "environment": "production"}
+		for k, v := range limits {
+			handler[k] = v
+		}
+		return map[string]any{
+			"listen":          []string{"127.0.0.1:" + port},
+			"protocols":       []string{"h1", "h2c"},
+			"automatic_https": map[string]any{"disable": true},
+			"routes":          []any{map[string]any{"handle": []any{handler}}},
+		}
+	}
+	cfg := map[string]any{
+		"admin": map[string]any{"listen": "127.0.0.1:" + adminPort, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{
+			"default": map[string]any{"level": "WARN"},
+		}},
+		"apps": map[string]any{"http": map[string]any{
+			"grace_period": "5s",
+			"servers": map[string]any{
+				"main":    server(mainPort, map[string]any{"max_requests": maxRequests, "max_inflight_body_bytes": bodyBudget}),
+				"control": server(controlPort, nil),
+			},
+		}},
+	}
+	dir, err := os.MkdirTemp("", "ruvoy-stress")
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "stress.json")
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return nil, err
+	}
+	h := &harness{
+		main:     "http://127.0.0.1:" + mainPort,
+		mainAddr: "127.0.0.1:" + mainPort,
+		control:  "http://127.0.0.1:" + controlPort,
+		adm:      "http://127.0.0.1:" + adminPort,
+		logPath:  filepath.Join(dir, "ruvoy.log"),
+		counts:   &counts{},
+	}
+	logf, err := os.Create(h.logPath)
+	if err != nil {
+		return nil, err
+	}
+	h.cmd = exec.Command(binary, "run", "--config", cfgPath)
+	h.cmd.Stdout, h.cmd.Stderr = logf, logf
+	if err := h.cmd.Start(); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+controlPort); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			h.stop()
+			return nil, fmt.Errorf("ruvoy did not start; its log: %s", h.logPath)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Printf("ruvoy pid %d, main %s (max_requests %d, body budget %d MiB), control %s; log %s\n",
+		h.cmd.Process.Pid, h.main, maxRequests, bodyBudget>>20, h.control, h.logPath)
+	return h, nil
+}
+
+func (h *harness) stop() {
+	if h.cmd.ProcessState != nil {
+		return
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { h.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		h.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// resources is what the harness watches for growth.
+type resources struct {
+	fds, threads, goroutines int
+	heapLiveSlots            int
+	rss                      int64
+}
+
+func (h *harness) resources() resources {
+	pid := h.cmd.Process.Pid
+	var r resources
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+		r.fds = len(ents)
+	}
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err == nil {
+		r.threads = len(ents)
+	}
+	r.rss = rss(pid)
+	if res, err := http.Get(h.adm + "/debug/pprof/goroutine?debug=1"); err == nil {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		fmt.Sscanf(string(b), "goroutine profile: total %d", &r.goroutines)
+	}
+	if res, err := http.Get(h.control + "/stats"); err == nil {
+		var st struct {
+			Slots int `json:"heap_live_slots"`
+		}
+		json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		r.heapLiveSlots = st.Slots
+	}
+	return r
+}
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// metric reads one value from the admin API's /metrics.
+func (h *harness) metric(name string) float64 {
+	res, err := http.Get(h.adm + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimPrefix(line, name+" "), 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// quiesce waits until no request holds a place in Ruby.
+func (h *harness) quiesce() {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if h.metric("ruvoy_requests_in_flight") == 0 && h.metric("ruvoy_fibers_requests") == 0 {
+			time.Sleep(500 * time.Millisecond) // let closed connections go
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Println("warning: requests still in flight 30 s after the phase ended")
+}
