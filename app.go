@@ -16,14 +16,14 @@ import (
 
 // AppOptions configure one loaded app.
 type AppOptions struct {
-	MaxRequests    int           // requests admitted to Ruby at once (default 1024)
-	QueueTimeout   time.Duration // how long a request over MaxRequests may wait (default 0)
-	MaxBodyBytes   int64         // request bodies over this get 413 (0: no limit)
+	MaxRequests  int           // requests admitted to Ruby at once (default 1024)
+	QueueTimeout time.Duration // how long a request over MaxRequests may wait (default 0)
+	MaxBodyBytes int64         // request bodies over this get 413 (0: no limit)
 	// MaxInflightBodyBytes bounds request body bytes held in memory across
 	// the app's requests (default 64 MiB; -1: no limit).
 	MaxInflightBodyBytes int64
-	RequestWindow  int64 // request body bytes read ahead of the app (default 256 KiB)
-	ResponseWindow int64 // response bytes in flight per request (default: the runtime's)
+	RequestWindow        int64 // request body bytes read ahead of the app (default 256 KiB)
+	ResponseWindow       int64 // response bytes in flight per request (default: the runtime's)
 	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
 	// which honours trusted proxies); nil uses the connection's address.
 	ClientIP func(*http.Request) string

@@ -15,10 +15,10 @@ import (
 // counts accumulate over the whole run.
 type counts struct {
 	total, ok, expected503, transport, unexpected atomic.Int64
-	steadyFailed, recoveryFailed, controlFailed  atomic.Int64
-	controlMaxNs                                 atomic.Int64
-	samples                                      sync.Map // a few failure descriptions
-	nsamples                                     atomic.Int64
+	steadyFailed, recoveryFailed, controlFailed   atomic.Int64
+	controlMaxNs                                  atomic.Int64
+	samples                                       sync.Map // a few failure descriptions
+	nsamples                                      atomic.Int64
 }
 
 func (c *counts) note(what string) {
