@@ -7,7 +7,7 @@ export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
 SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 
-.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck bench clean
+.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck stress-short bench clean
 
 all: ruvoy
 
@@ -45,7 +45,11 @@ e2e: ruvoy-race
 e2e-cgocheck: ruvoy-cgocheck2
 	RUVOY_BIN=$(CURDIR)/ruvoy-cgocheck2 $(GO) test -count=1 -timeout 20m ./test/... -run 'Core|Stream'
 
-test: setup-test check ruvoy unit e2e e2e-cgocheck
+# One short cycle of the mixed-stress harness (`go run ./stress` runs three).
+stress-short: ruvoy
+	$(GO) run ./stress -short -bin ./ruvoy
+
+test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short
 
 bench: setup-test ruvoy
 	bench/run

@@ -131,7 +131,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump 
 			pump.finish()
 		}
 		if gone {
-			submit(C.RV_IN_CANCEL, id, 0, 0, nil)
+			C.rv_cancel(C.uint64_t(id))
 		}
 		a.rt.slots.detach(st)
 		if rs.reset && !gone {

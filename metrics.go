@@ -32,15 +32,17 @@ func (rt *Runtime) Stats() VMStats {
 	var s C.rv_vm_stats
 	C.rv_read_stats(&s)
 	v := VMStats{
-		Busy:          time.Duration(s.busy_ns),
-		LoopLag:       time.Duration(s.lag_ns),
-		RunningStream: uint64(s.running_stream),
-		Requests:      int(s.requests),
-		Fibers:        int(s.fibers),
-		ResponseBytes: int64(s.response_bytes),
-		GCCount:       uint64(s.gc_count),
-		GCTime:        time.Duration(s.gc_time_ms) * time.Millisecond,
-		HeapLiveSlots: uint64(s.heap_live_slots),
+		Busy:           time.Duration(s.busy_ns),
+		LoopLag:        time.Duration(s.lag_ns),
+		RunningStream:  uint64(s.running_stream),
+		Requests:       int(s.requests),
+		Fibers:         int(s.fibers),
+		ResponseBytes:  int64(s.response_bytes),
+		GCCount:        uint64(s.gc_count),
+		GCTime:         time.Duration(s.gc_time_ms) * time.Millisecond,
+		HeapLiveSlots:  uint64(s.heap_live_slots),
+		OffloadBusy:    int(int64(s.offload_busy)),
+		OffloadWaiting: int(int64(s.offload_waiting)),
 	}
 	if s.running_since != 0 {
 		if now := uint64(C.rv_monotonic_ns()); now > uint64(s.running_since) {

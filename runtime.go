@@ -48,6 +48,7 @@ type Runtime struct {
 	exitCode  int
 	counters  counters
 	apps      atomic.Int64 // apps loaded and not closed
+	stallWarn atomic.Int64 // time.Duration; see watchdog.go
 }
 
 type reply struct {
@@ -117,7 +118,9 @@ func Start(o Options) (*Runtime, error) {
 		C.free(unsafe.Pointer(cerr))
 		return nil, errors.New(msg)
 	}
+	rt.stallWarn.Store(int64(DefaultStallWarn))
 	go rt.dispatch()
+	go rt.watch()
 	running = rt
 	return rt, nil
 }

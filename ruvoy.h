@@ -92,6 +92,7 @@ typedef struct rv_vm_stats {
     uint64_t fibers;          /* other fibers the scheduler runs (Fiber.schedule) */
     uint64_t response_bytes;  /* response bytes sent to Go, not yet written */
     uint64_t gc_count, gc_time_ms, heap_live_slots;
+    uint64_t offload_busy, offload_waiting;
 } rv_vm_stats;
 
 /* Go-facing API (rv_boot.c). */
@@ -103,6 +104,8 @@ int rv_out_fd(void);
 int rv_join(void);
 void rv_msg_free(rv_msg *m);
 void rv_read_stats(rv_vm_stats *out);
+void rv_stall_check(uint64_t since);
+void rv_cancel(uint64_t stream);
 uint64_t rv_monotonic_ns(void);
 const char *rv_header_name(int code);
 const char *rv_ruby_version(void);

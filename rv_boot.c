@@ -19,6 +19,8 @@
 #include <string.h>
 
 void rv_ruby_bind(void);
+void rv_stall_init(void);
+int rv_stall_signal(void);
 void rv_scheduler_install(void);
 
 static rv_config config;
@@ -103,7 +105,7 @@ static void block_async_signals(void)
 {
     sigset_t set;
     sigfillset(&set);
-    int keep[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGVTALRM};
+    int keep[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGVTALRM, rv_stall_signal()};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         sigdelset(&set, keep[i]);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
@@ -206,6 +208,7 @@ static void *vm_main(void *arg)
         }
         ruby_script(config.program);
         fix_signals();
+        rv_stall_init();
         block_async_signals();
         if (boot_ruby_side()) {
             boot_done(1, NULL);
@@ -271,6 +274,16 @@ void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, con
     rv_inbox_push(&rv_to_vm, m);
 }
 
+/* The client of a request went away: marked at once, so a request still
+ * waiting in the inbox is dropped before it starts, then told by message. */
+void rv_cancel(uint64_t stream)
+{
+    uint32_t slot = RV_SLOT(stream);
+    if (rv_L && slot < rv_L->nstreams)
+        atomic_store_explicit(&rv_L->cancelled[slot], stream, memory_order_relaxed);
+    rv_submit(RV_IN_CANCEL, stream, 0, 0, NULL, 0);
+}
+
 rv_msg *rv_out_poll(void)
 {
     rv_msg *m = rv_inbox_take(&rv_to_go);
@@ -302,6 +315,8 @@ void rv_read_stats(rv_vm_stats *out)
     out->gc_count = atomic_load_explicit(&rv_stat.gc_count, memory_order_relaxed);
     out->gc_time_ms = atomic_load_explicit(&rv_stat.gc_time_ms, memory_order_relaxed);
     out->heap_live_slots = atomic_load_explicit(&rv_stat.heap_live_slots, memory_order_relaxed);
+    out->offload_busy = atomic_load_explicit(&rv_stat.offload_busy, memory_order_relaxed);
+    out->offload_waiting = atomic_load_explicit(&rv_stat.offload_waiting, memory_order_relaxed);
 }
 
 uint64_t rv_monotonic_ns(void)

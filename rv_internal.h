@@ -129,6 +129,7 @@ typedef struct rv_fdwait {
 
 typedef struct rv_loop {
     VALUE root_fiber, thread, scheduler;
+    _Atomic uint64_t *cancelled;  /* by slot: the id of a request whose client left */
     VALUE apps;                 /* Array: app id -> app, or nil */
     rv_stream **streams;        /* by slot */
     uint32_t nstreams, live;
@@ -150,7 +151,7 @@ extern rv_loop *rv_L;
 /* The VM thread writes these; Go reads them (rv_read_stats). */
 typedef struct rv_stats {
     _Atomic uint64_t busy_ns, lag_ns, running_since, running_stream, requests, fibers,
-        response_bytes, gc_count, gc_time_ms, heap_live_slots;
+        response_bytes, gc_count, gc_time_ms, heap_live_slots, offload_busy, offload_waiting;
 } rv_stats;
 extern rv_stats rv_stat;
 

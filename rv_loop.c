@@ -75,12 +75,13 @@ void rv_loop_init(const rv_config *cfg)
         abort();
     L->nstreams = cfg->max_streams;
     L->streams = calloc(L->nstreams, sizeof *L->streams);
+    L->cancelled = calloc(L->nstreams, sizeof *L->cancelled);
     L->window = cfg->window;
     L->waiting = st_init_numtable();
     L->pending = st_init_numtable();
     L->ready.ready_next = L->ready.ready_prev = &L->ready;
     L->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!L->streams || L->epfd < 0)
+    if (!L->streams || !L->cancelled || L->epfd < 0)
         abort();
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = rv_to_vm.efd};
     epoll_ctl(L->epfd, EPOLL_CTL_ADD, rv_to_vm.efd, &ev);

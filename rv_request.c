@@ -26,6 +26,12 @@ void rv_request_start(rv_msg *m)
         rv_msg_free(m);
         return;
     }
+    if (atomic_load_explicit(&L->cancelled[slot], memory_order_relaxed) == m->stream) {
+        /* Its client left while it waited in the inbox: no Ruby work. */
+        rv_inbox_push(&rv_to_go, rv_msg_new(RV_OUT_RESET, m->stream, RV_F_END | RV_F_FINAL, 0, 0));
+        rv_msg_free(m);
+        return;
+    }
     rv_stream *s = calloc(1, sizeof *s);
     if (!s)
         abort();

@@ -44,6 +44,21 @@ static VALUE signal_fixup(VALUE self, VALUE sig)
     return Qnil;
 }
 
+/* Offload pool figures for the metrics; called on any Ruby thread. */
+static VALUE offload_busy(VALUE self, VALUE delta)
+{
+    (void)self;
+    atomic_fetch_add_explicit(&rv_stat.offload_busy, (uint64_t)NUM2LL(delta), memory_order_relaxed);
+    return Qnil;
+}
+
+static VALUE offload_waiting(VALUE self, VALUE delta)
+{
+    (void)self;
+    atomic_fetch_add_explicit(&rv_stat.offload_waiting, (uint64_t)NUM2LL(delta), memory_order_relaxed);
+    return Qnil;
+}
+
 static VALUE live_requests(VALUE self)
 {
     (void)self;
@@ -72,6 +87,8 @@ void rv_ruby_init(void)
     rb_define_module_function(rv_mRuvoy, "_write", write_chunk, 2);
     rb_define_module_function(rv_mRuvoy, "live_requests", live_requests, 0);
     rb_define_module_function(rv_mRuvoy, "_signal_fixup", signal_fixup, 1);
+    rb_define_module_function(rv_mRuvoy, "_offload_busy", offload_busy, 1);
+    rb_define_module_function(rv_mRuvoy, "_offload_waiting", offload_waiting, 1);
 }
 
 /* Constants the Ruby library defines; read once it is loaded. */

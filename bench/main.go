@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,7 +23,8 @@ var (
 	rounds      = flag.Int("rounds", 5, "rounds per server and scenario")
 	duration    = flag.Duration("duration", 5*time.Second, "load duration per measurement")
 	onlyServers = flag.String("servers", "ruvoy,puma-5,puma-100", "servers, comma-separated: "+strings.Join(serverNames(), ","))
-	onlyScen    = flag.String("scenarios", "noop,ttfb,upload", "scenarios, comma-separated: "+strings.Join(scenarioNames(), ","))
+	onlyScen    = flag.String("scenarios", "noop,ttfb,upload,wait50,block50,block50-offload",
+		"scenarios, comma-separated: "+strings.Join(scenarioNames(), ","))
 )
 
 func main() {
@@ -33,6 +35,7 @@ func main() {
 	scens := pick(*onlyScen, scenarioByName)
 	out := filepath.Join(root, "bench", "results", time.Now().Format("2006-01-02T150405"))
 	check(os.MkdirAll(out, 0o755))
+	check(buildBlockingExt(root))
 	run := &runner{root: root, out: out, results: map[key][]sample{}}
 
 	fmt.Printf("%d rounds, server order rotated each round; raw output in %s\n", *rounds, out)
@@ -45,6 +48,32 @@ func main() {
 	summary := run.summary(servers, scens)
 	fmt.Print("\n" + summary)
 	check(os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644))
+}
+
+// buildBlockingExt builds test/ext/blocking for the block50 fixtures and
+// points RUVOY_TEST_EXT (inherited by every server) at it.
+func buildBlockingExt(root string) error {
+	dir, err := os.MkdirTemp("", "ruvoy-bench-ext")
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"extconf.rb", "blocking.c"} {
+		b, err := os.ReadFile(filepath.Join(root, "test", "ext", "blocking", f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{{"ruby", "extconf.rb"}, {"make"}} {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building the blocking extension: %s: %v\n%s", args, err, out)
+		}
+	}
+	return os.Setenv("RUVOY_TEST_EXT", dir)
 }
 
 func pick[T any](list string, byName func(string) (T, bool)) []T {

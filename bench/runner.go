@@ -130,7 +130,7 @@ func wrk(raw, url string, conns int, script string) sample {
 }
 
 func wrkRun(url string, conns int, d time.Duration, script string) string {
-	args := []string{"-t1", fmt.Sprintf("-c%d", conns), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency"}
+	args := []string{"-t1", fmt.Sprintf("-c%d", conns), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency", "--timeout", "10s"}
 	if script != "" {
 		args = append(args, "-s", script)
 	}

@@ -25,8 +25,14 @@ var scenarios = []scenario{
 		return wrk(raw, url+"/upload", 10, uploadScript())
 	}},
 	{"ttfb", "time to first byte of a streamed response (p50/p99 ms)", ttfb},
-	{"wait50", "app sleeps 50 ms, 100 connections", func(url, raw string) sample {
+	{"wait50", "app sleeps 50 ms (scheduler-aware), 100 connections", func(url, raw string) sample {
 		return wrk(raw, url+"/wait50", 100, "")
+	}},
+	{"block50", "50 ms blocking C call on the request's thread, 100 connections", func(url, raw string) sample {
+		return wrk(raw, url+"/block50", 100, "")
+	}},
+	{"block50-offload", "50 ms blocking C call, Ruvoy.offload under ruvoy, 100 connections", func(url, raw string) sample {
+		return wrk(raw, url+"/block50-offload", 100, "")
 	}},
 }
 

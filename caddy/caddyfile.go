@@ -25,6 +25,7 @@ func init() {
 //	    environment   <name>
 //	    max_requests    <n>
 //	    queue_timeout   <duration>
+//	    stall_warn      <duration>
 //	    max_inflight_body_size <size>
 //	    max_body_size   <size>
 //	    request_window  <size>
@@ -59,15 +60,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_requests: want a positive integer, got %q", d.Val())
 			}
 			h.MaxRequests = n
-		case "queue_timeout":
+		case "queue_timeout", "stall_warn":
+			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
 			if err != nil {
-				return d.Errf("queue_timeout: %v", err)
+				return d.Errf("%s: %v", option, err)
 			}
-			h.QueueTimeout = caddy.Duration(dur)
+			if option == "queue_timeout" {
+				h.QueueTimeout = caddy.Duration(dur)
+			} else {
+				v := caddy.Duration(dur)
+				h.StallWarn = &v
+			}
 		case "max_body_size", "request_window", "response_window", "max_inflight_body_size":
 			option := d.Val()
 			if !d.NextArg() {

@@ -49,6 +49,10 @@ type Handler struct {
 	MaxInflightBodyBytes int64 `json:"max_inflight_body_bytes,omitempty"`
 	// MaxBodyBytes bounds request bodies: larger ones get 413 (default: none).
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// StallWarn is how long Ruby code may hold the VM thread before a
+	// warning names the request and its backtrace (default 100ms; 0: off).
+	// The VM is one per process: the last config loaded sets it.
+	StallWarn *caddy.Duration `json:"stall_warn,omitempty"`
 	// RequestWindow bounds the request body bytes read ahead of the app
 	// (default 256 KiB); the rest waits in the kernel.
 	RequestWindow int64 `json:"request_window,omitempty"`
@@ -91,6 +95,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("ruvoy: starting Ruby: %w", err)
 	}
 	rt.SetLogger(ctx.Logger())
+	if h.StallWarn != nil {
+		rt.SetStallWarn(time.Duration(*h.StallWarn))
+	}
 	if err := ctx.GetMetricsRegistry().Register(rt.Collector()); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {

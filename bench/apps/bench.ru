@@ -1,4 +1,10 @@
 # The fixtures every server in the benchmark serves (bench/main.go).
+# Blocking is the test-only C extension (test/ext/blocking), built by the
+# benchmark: 50 ms calls that block after releasing the GVL, as database
+# drivers' synchronous calls do.
+$LOAD_PATH.unshift(ENV.fetch("RUVOY_TEST_EXT"))
+require "blocking"
+
 run lambda { |env|
   case env["PATH_INFO"]
   when "/"
@@ -13,6 +19,14 @@ run lambda { |env|
     buf = String.new
     size += buf.bytesize while input.read(65536, buf)
     [200, { "content-type" => "text/plain" }, [size.to_s]]
+  when "/block50"
+    Blocking.sleep_nogvl(50)
+    [200, { "content-type" => "text/plain" }, ["blocked\n"]]
+  when "/block50-offload"
+    # Under ruvoy the call moves to an offload thread; other servers have
+    # no Ruvoy and block their request thread, as they always do.
+    defined?(Ruvoy) ? Ruvoy.offload { Blocking.sleep_nogvl(50) } : Blocking.sleep_nogvl(50)
+    [200, { "content-type" => "text/plain" }, ["blocked\n"]]
   when "/wait50"
     sleep 0.05
     [200, { "content-type" => "text/plain" }, ["waited\n"]]

@@ -21,6 +21,9 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.queueTimeout > 0 {
 		handler["queue_timeout"] = fmt.Sprintf("%dms", o.queueTimeout)
 	}
+	if o.stallWarn >= 0 {
+		handler["stall_warn"] = fmt.Sprintf("%dms", o.stallWarn)
+	}
 	if o.bodyBudget > 0 {
 		handler["max_inflight_body_bytes"] = o.bodyBudget
 	}

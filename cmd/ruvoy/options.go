@@ -20,6 +20,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --max-inflight-body-bytes N
                              Hold at most N request body bytes in memory across requests;
                              a request that would pass it gets 503 (default 67108864)
+        --stall-warn MS      Warn (with the Ruby backtrace) when a request holds the VM
+                             thread over MS without yielding (default 100; 0: off)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
         --access-log         Log every request (to stdout)
         --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
@@ -44,6 +46,7 @@ type options struct {
 	grace                      int
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
+	stallWarn                  int // ms; -1: the default
 	bodyBudget                 int64
 	accessLog, h2c             bool
 	printConfig, version       bool
@@ -55,7 +58,7 @@ func (o *options) listen() string { return net.JoinHostPort(o.address, o.port) }
 
 // parseOptions reads GNU-style options: -p 80, -p80, --port 80, --port=80.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10}
+	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1}
 	if p := getenv("PORT"); p != "" {
 		o.port = p
 	}
@@ -121,6 +124,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			var v int
 			v, err = intValue(name, takeValue, 1)
 			o.bodyBudget = int64(v)
+		case "--stall-warn":
+			o.stallWarn, err = intValue(name, takeValue, 0)
 		case "--h2c":
 			o.h2c = true
 		case "--access-log":

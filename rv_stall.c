@@ -1,0 +1,83 @@
+/*
+ * rv_stall.c: naming the code that holds the VM thread.
+ *
+ * When Ruby code keeps the VM thread from its event loop longer than the
+ * stall threshold, Go's watchdog calls rv_stall_check. A signal to the VM
+ * thread registers a postponed job; Ruby runs it at its next safe point, on
+ * the VM thread with the GVL, where taking the backtrace of the running
+ * fiber is safe. A C call that blocks holding the GVL reaches that point
+ * when it returns: the backtrace then shows the line that made the call.
+ */
+#include "rv_internal.h"
+
+#include <pthread.h>
+#include <ruby/debug.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_t vm_thread;
+static _Atomic uint64_t stall_since; /* the stall being reported, or 0 */
+
+int rv_stall_signal(void)
+{
+    return SIGRTMIN + 7;
+}
+
+static void stall_job(void *data)
+{
+    (void)data;
+    uint64_t since = atomic_exchange(&stall_since, 0);
+    uint64_t now_since = atomic_load(&rv_stat.running_since);
+    if (!since)
+        return;
+    char held[64];
+    snprintf(held, sizeof held, "%llu", (unsigned long long)((rv_now() - since) / 1000000));
+    if (now_since != since) {
+        const char *f[] = {"held_ms", held};
+        rv_log(RV_LOG_WARN, "the VM thread was held by one request (it let go before its backtrace could be taken)",
+               2, f);
+        return;
+    }
+    VALUE bt = rb_make_backtrace();
+    VALUE lines = rb_ary_join(bt, rb_str_new_cstr("\n"));
+    const char *f[] = {"held_ms", held, "backtrace", StringValueCStr(lines)};
+    rv_buf b;
+    rv_buf_start(&b, RV_OUT_LOG, atomic_load(&rv_stat.running_stream), 1024);
+    const char *msg = "the VM thread is held by one request: other requests wait (wrap blocking calls in Ruvoy.offload)";
+    rv_buf_put_str(&b, msg, strlen(msg));
+    for (int i = 0; i < 4; i++)
+        rv_buf_put_str(&b, f[i], strlen(f[i]));
+    rv_msg *m = rv_buf_finish(&b);
+    m->flags = RV_LOG_WARN;
+    rv_inbox_push(&rv_to_go, m);
+    RB_GC_GUARD(lines);
+}
+
+/* Async-signal-safe: it only registers the job (on the VM thread). */
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (ruby_native_thread_p())
+        rb_postponed_job_register_one(0, stall_job, NULL);
+}
+
+/* On the VM thread, at boot. */
+void rv_stall_init(void)
+{
+    vm_thread = pthread_self();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(rv_stall_signal(), &sa, NULL);
+}
+
+/* From Go's watchdog: Ruby code has held the thread since `since`. */
+void rv_stall_check(uint64_t since)
+{
+    uint64_t none = 0;
+    if (atomic_compare_exchange_strong(&stall_since, &none, since))
+        pthread_kill(vm_thread, rv_stall_signal());
+}
