@@ -24,6 +24,10 @@ type AppOptions struct {
 	MaxInflightBodyBytes int64
 	RequestWindow        int64 // request body bytes read ahead of the app (default 256 KiB)
 	ResponseWindow       int64 // response bytes in flight per request (default: the runtime's)
+	// Context, when set, gives the app env["ruvoy.context"].
+	Context *ContextOptions
+	// Upstream, when set, gives the app env["ruvoy.upstream"].
+	Upstream *UpstreamOptions
 	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
 	// which honours trusted proxies); nil uses the connection's address.
 	ClientIP func(*http.Request) string
@@ -55,6 +59,14 @@ func newApp(rt *Runtime, id uint64, o AppOptions) *App {
 	if o.MaxInflightBodyBytes == 0 {
 		o.MaxInflightBodyBytes = defaultBodyBudget
 	}
+	if u := o.Upstream; u != nil {
+		if u.Timeout <= 0 {
+			u.Timeout = defaultUpstreamTimeout
+		}
+		if u.MaxResponseBytes <= 0 {
+			u.MaxResponseBytes = defaultUpstreamMaxBytes
+		}
+	}
 	return &App{rt: rt, id: id, opts: o,
 		admit: newAdmission(o.MaxRequests, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
@@ -79,7 +91,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st := a.rt.slots.acquire(r.Method, r.URL.Path, release)
+	st := a.rt.slots.acquire(a, r, release)
 	if st == nil {
 		release()
 		overloaded(w, r)
@@ -97,7 +109,11 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		remote = remoteHost(r.RemoteAddr)
 	}
 	bufp := headPool.Get().(*[]byte)
-	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody, uint32(a.opts.ResponseWindow))
+	var context []byte
+	if a.opts.Context != nil {
+		context = a.opts.Context.contextJSON(r)
+	}
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody, uint32(a.opts.ResponseWindow), context)
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)

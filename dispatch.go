@@ -50,6 +50,10 @@ func (rt *Runtime) route(m *C.rv_msg) {
 	case C.RV_OUT_REPLY:
 		rt.replies <- reply{result: uint64(m.aux), text: string(payload(m))}
 		freeMsg(m)
+	case C.RV_OUT_UPSTREAM:
+		rt.slots.startUpstream(m)
+	case C.RV_OUT_UPSTREAM_CANCEL:
+		rt.slots.cancelUpstream(m)
 	default:
 		rt.slots.deliver(m)
 	}

@@ -29,7 +29,7 @@ var headerCodes = func() map[string]uint16 {
 const absent = 0xffffffff
 
 // encodeHead appends the RV_IN_REQUEST payload for r (layout: rv_env.c).
-func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool, window uint32) ([]byte, bool) {
+func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool, window uint32, context []byte) ([]byte, bool) {
 	var flags byte
 	if tls {
 		flags |= C.RV_REQ_TLS
@@ -71,6 +71,12 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool, wi
 	}
 	if ct := r.Header["Content-Type"]; len(ct) > 0 {
 		b = putString(b, ct[0])
+	} else {
+		b = binary.NativeEndian.AppendUint32(b, absent)
+	}
+	if context != nil {
+		b = binary.NativeEndian.AppendUint32(b, uint32(len(context)))
+		b = append(b, context...)
 	} else {
 		b = binary.NativeEndian.AppendUint32(b, absent)
 	}

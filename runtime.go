@@ -146,7 +146,11 @@ func (rt *Runtime) control(kind C.uint32_t, aux uint64, payload []byte) reply {
 // Load builds the Rack app in rackup (a config.ru) and returns it. A boot
 // error comes back with Ruby's message and backtrace.
 func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) {
-	payload := append(append([]byte(rackup), 0), environment...)
+	var clusters string
+	if o.Upstream != nil {
+		clusters = strings.Join(o.Upstream.Clusters, ",")
+	}
+	payload := append(append(append(append([]byte(rackup), 0), environment...), 0), clusters...)
 	r := rt.control(C.RV_IN_LOAD_APP, 0, payload)
 	if r.result == 0 {
 		return nil, &BootError{Rackup: rackup, Message: r.text}

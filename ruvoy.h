@@ -22,7 +22,7 @@ enum {
     RV_IN_LOAD_APP,    /* control: load a rackup; payload is its fields */
     RV_IN_UNLOAD_APP,  /* control: drop app aux once its requests end */
     RV_IN_STOP,        /* control: leave the loop and shut the VM down */
-    RV_IN_STALL_CHECK, /* control: log where the VM thread is stuck */
+    RV_IN_UPSTREAM_REPLY, /* the outcome of upstream call aux (rv_upstream.c) */
 };
 
 /* Message kinds, VM -> Go. */
@@ -35,6 +35,8 @@ enum {
     RV_OUT_LOG,       /* a log entry: flags is the level, payload its fields */
     RV_OUT_REPLY,     /* reply to a control message; aux is its result */
     RV_OUT_CREDIT,    /* the app took aux request body bytes: Go may read on */
+    RV_OUT_UPSTREAM,  /* call an upstream cluster; aux is the call id */
+    RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
 };
 
 /* Message flags. */
@@ -43,7 +45,8 @@ enum {
     RV_F_FINAL = 2,     /* out: the VM is done with this stream */
     RV_F_WANT_DONE = 4, /* out: send RV_IN_DONE once the response is written */
     RV_F_ERROR = 8,     /* in: the body or the write failed */
-    RV_F_TOO_LARGE = 16 /* in: the body went over --max-body-bytes */
+    RV_F_TOO_LARGE = 16, /* in: the body went over --max-body-bytes */
+    RV_F_FAILED = 32     /* in (upstream reply): the call failed; payload says why */
 };
 
 /* Log levels carried in an RV_OUT_LOG message's flags. */

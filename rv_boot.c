@@ -156,6 +156,7 @@ static int boot_ruby_side(void)
     rv_response_init();
     rv_request_init();
     rv_scheduler_init();
+    rv_upstream_init();
     int state = 0;
     rb_protect(eval_lib, Qnil, &state);
     if (state) {

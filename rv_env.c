@@ -68,14 +68,17 @@ const char *rv_header_name(int i)
 
 enum {
     F_METHOD, F_PATH, F_QUERY, F_URI, F_SERVER_NAME, F_SERVER_PORT,
-    F_PROTOCOL, F_REMOTE_ADDR, F_CONTENT_LENGTH, F_CONTENT_TYPE, F_COUNT
+    F_PROTOCOL, F_REMOTE_ADDR, F_CONTENT_LENGTH, F_CONTENT_TYPE,
+    F_CONTEXT, /* JSON for env["ruvoy.context"]; absent unless the app asked */
+    F_COUNT
 };
 
 static VALUE header_keys[NHEADERS];
 static VALUE k_method, k_script_name, k_path_info, k_query, k_uri, k_server_name,
     k_server_port, k_protocol, k_remote_addr, k_content_length, k_content_type,
     k_version, k_url_scheme, k_input, k_errors, k_multithread, k_multiprocess,
-    k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software;
+    k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software, k_context, k_upstream;
+static VALUE cContext, cUpstream;
 static VALUE v_empty, v_http, v_https, v_software, v_version, v_asterisk = Qundef;
 static VALUE methods[8], protocols[4];
 
@@ -122,6 +125,12 @@ void rv_env_init(void)
     k_hijackp = key("rack.hijack?");
     k_after_reply = key("rack.after_reply");
     k_response_finished = key("rack.response_finished");
+    k_context = key("ruvoy.context");
+    k_upstream = key("ruvoy.upstream");
+    cContext = rb_const_get(rv_mRuvoy, rb_intern("Context"));
+    cUpstream = rb_const_get(rv_mRuvoy, rb_intern("Upstream"));
+    rb_gc_register_mark_object(cContext);
+    rb_gc_register_mark_object(cUpstream);
     v_empty = key("");
     v_http = key("http");
     v_https = key("https");
@@ -216,7 +225,7 @@ VALUE rv_env_build(rv_stream *s)
     }
 
     VALUE env = rb_hash_new();
-    VALUE kv[2 * BATCH + 2 * 24];
+    VALUE kv[2 * BATCH + 2 * 26];
     long n = 0;
     PUT(k_method, shared(methods, 8, fp[F_METHOD], fl[F_METHOD]));
     PUT(k_script_name, v_empty);
@@ -247,6 +256,11 @@ VALUE rv_env_build(rv_stream *s)
     PUT(k_hijackp, Qfalse);
     PUT(k_after_reply, rb_ary_new());
     PUT(k_response_finished, rb_ary_new());
+    if (fp[F_CONTEXT])
+        PUT(k_context, rb_class_new_instance(1, (VALUE[]){rb_str_new(fp[F_CONTEXT], fl[F_CONTEXT])}, cContext));
+    VALUE clusters = rb_ary_entry(L->app_clusters, (long)s->request->aux - 1);
+    if (!NIL_P(clusters))
+        PUT(k_upstream, rb_class_new_instance(2, (VALUE[]){ULL2NUM(s->id), clusters}, cUpstream));
 
     uint16_t nheaders;
     if (!read_u16(&r, &nheaders))

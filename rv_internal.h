@@ -90,6 +90,7 @@ struct rv_waiter {
     uint32_t events;     /* io_wait: wanted epoll events */
     rv_waiter *fd_next, *fd_prev;
     rv_stream *stream;   /* the request whose own fiber this is, if any */
+    rv_msg *reply;       /* an upstream call's reply (rv_upstream.c) */
 };
 
 /* One request as the VM thread sees it. */
@@ -139,6 +140,8 @@ typedef struct rv_loop {
     rv_timers timers;
     st_table *waiting;          /* fiber -> rv_waiter*, every suspended fiber */
     st_table *pending;          /* fiber -> exception to raise at its next wait */
+    st_table *calls;            /* upstream call id -> rv_waiter* */
+    VALUE app_clusters;         /* Array: app id -> clusters it may call, or nil */
     int epfd;
     rv_fdwait *fds;
     int nfds;
@@ -185,6 +188,8 @@ void rv_respond_error(rv_stream *s, int status);
 void rv_stream_write(rv_stream *s, const char *p, size_t n, int now);
 void rv_response_init(void);
 void rv_request_init(void);
+void rv_upstream_init(void);
+void rv_upstream_deliver(rv_msg *m);
 VALUE rv_input_read_chunk(rv_stream *s);
 
 /* ---- logging (rv_log.c) ---- */
@@ -196,7 +201,7 @@ void rv_send_reply(uint64_t result, const char *text, size_t len);
 /* ---- Ruby-side names (rv_ruby.c) ---- */
 
 extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_cInput, rv_empty_input, rv_cFiber,
-    rv_eFiberError;
+    rv_eFiberError, rv_eUpstreamError;
 extern ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new,
     rv_id_to_ary, rv_id_load_app, rv_id_error_fields, rv_id_after_reply;
 void rv_ruby_init(void);

@@ -48,6 +48,7 @@ static void loop_mark(void *p)
     rb_gc_mark(L->thread);
     rb_gc_mark(L->scheduler);
     rb_gc_mark(L->apps);
+    rb_gc_mark(L->app_clusters);
     for (uint32_t i = 0; i < L->nstreams; i++) {
         rv_stream *s = L->streams[i];
         if (s) {
@@ -79,6 +80,7 @@ void rv_loop_init(const rv_config *cfg)
     L->window = cfg->window;
     L->waiting = st_init_numtable();
     L->pending = st_init_numtable();
+    L->calls = st_init_numtable();
     L->ready.ready_next = L->ready.ready_prev = &L->ready;
     L->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!L->streams || !L->cancelled || L->epfd < 0)
@@ -89,6 +91,7 @@ void rv_loop_init(const rv_config *cfg)
     L->root_fiber = rb_fiber_current();
     L->thread = rb_thread_current();
     L->apps = rb_ary_new();
+    L->app_clusters = rb_ary_new();
     L->scheduler = Qnil;
     rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &loop_type, L));
 }
@@ -450,6 +453,9 @@ static void handle(rv_msg *m)
     case RV_IN_DONE:
         rv_stream_deliver(m);
         break;
+    case RV_IN_UPSTREAM_REPLY:
+        rv_upstream_deliver(m);
+        break;
     default:
         handle_control(m);
     }
@@ -591,7 +597,7 @@ void rv_loop_run(void)
 /* ---- control messages ---- */
 
 struct load_args {
-    VALUE path, environment;
+    VALUE path, environment, clusters;
 };
 
 static VALUE load_app(VALUE arg)
@@ -609,11 +615,16 @@ static void handle_control(rv_msg *m)
 {
     switch (m->kind) {
     case RV_IN_LOAD_APP: {
-        /* payload: rackup path, NUL, environment */
-        size_t plen = strnlen(m->data, m->len);
-        struct load_args a = {rb_str_new(m->data, (long)plen), Qnil};
-        if (plen + 1 < m->len)
-            a.environment = rb_str_new(m->data + plen + 1, (long)(m->len - plen - 1));
+        /* payload: rackup path, environment, upstream clusters (comma
+         * separated; none: upstream calls are off), each ending in NUL */
+        VALUE fields[3] = {Qnil, Qnil, Qnil};
+        const char *p = m->data, *end = m->data + m->len;
+        for (int i = 0; i < 3 && p < end; i++) {
+            size_t n = strnlen(p, (size_t)(end - p));
+            fields[i] = rb_str_new(p, (long)n);
+            p += n + 1;
+        }
+        struct load_args a = {fields[0], fields[1], fields[2]};
         int state = 0;
         VALUE app = rb_protect(load_app, (VALUE)&a, &state);
         if (state) {
@@ -627,6 +638,10 @@ static void handle_control(rv_msg *m)
             rv_send_reply(0, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
         } else {
             rb_ary_push(L->apps, app);
+            VALUE clusters = Qnil;
+            if (!NIL_P(a.clusters) && RSTRING_LEN(a.clusters) > 0)
+                clusters = rb_obj_freeze(rb_str_split(a.clusters, ","));
+            rb_ary_push(L->app_clusters, clusters);
             rv_send_reply((uint64_t)RARRAY_LEN(L->apps), "", 0);
         }
         break;

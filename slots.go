@@ -7,7 +7,9 @@ package ruvoy
 import "C"
 
 import (
+	"context"
 	"encoding/binary"
+	"net/http"
 	"sync"
 	"sync/atomic"
 )
@@ -30,6 +32,9 @@ type stream struct {
 	detached bool // the handler is gone: what arrives is dropped
 	method   string
 	path     string
+	app      *App
+	req      *http.Request
+	calls    map[uint64]context.CancelFunc // upstream calls under way
 	refs     atomic.Int32
 	onFree   func() // releases the request's admission
 	notify   chan struct{}
@@ -54,7 +59,7 @@ func newSlots(n int) *slots {
 }
 
 // acquire takes a free slot for a new request, or returns nil.
-func (s *slots) acquire(method, path string, onFree func()) *stream {
+func (s *slots) acquire(a *App, r *http.Request, onFree func()) *stream {
 	s.mu.Lock()
 	if len(s.free) == 0 {
 		s.mu.Unlock()
@@ -73,7 +78,8 @@ func (s *slots) acquire(method, path string, onFree func()) *stream {
 	st.uses++
 	st.id = uint64(st.uses)<<32 | uint64(slot)
 	st.detached = false
-	st.method, st.path = method, path
+	st.method, st.path = r.Method, r.URL.Path
+	st.app, st.req = a, r
 	st.onFree = onFree
 	st.mu.Unlock()
 	st.refs.Store(2)
@@ -132,6 +138,57 @@ func (s *slots) deliver(m *C.rv_msg) {
 	}
 }
 
+// startUpstream runs an upstream call the VM asked for, on a goroutine.
+func (s *slots) startUpstream(m *C.rv_msg) {
+	id, call := uint64(m.stream), uint64(m.aux)
+	p := append([]byte(nil), payload(m)...)
+	freeMsg(m)
+	st := s.lookup(id)
+	if st == nil {
+		return // the request is over
+	}
+	a, r := st.app, st.req
+	st.mu.Unlock()
+	if a == nil || a.opts.Upstream == nil || a.opts.Upstream.Upstream == nil {
+		a.reply(id, call, nil, &UpstreamError{"upstream calls are not configured for this app"})
+		return
+	}
+	go a.upstream(st, r, id, call, p)
+}
+
+// cancelUpstream stops a call whose caller stopped waiting.
+func (s *slots) cancelUpstream(m *C.rv_msg) {
+	id, call := uint64(m.stream), uint64(m.aux)
+	freeMsg(m)
+	if st := s.lookup(id); st != nil {
+		cancel := st.calls[call]
+		st.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+}
+
+// addCall records a call under way; false when the request is over.
+func (st *stream) addCall(id, call uint64, cancel context.CancelFunc) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.id != id {
+		return false
+	}
+	if st.calls == nil {
+		st.calls = map[uint64]context.CancelFunc{}
+	}
+	st.calls[call] = cancel
+	return true
+}
+
+func (st *stream) removeCall(call uint64) {
+	st.mu.Lock()
+	delete(st.calls, call)
+	st.mu.Unlock()
+}
+
 // take returns the stream's pending messages in order.
 func (st *stream) take() *C.rv_msg {
 	st.mu.Lock()
@@ -165,6 +222,7 @@ func (s *slots) unref(st *stream) {
 	st.id = 0
 	onFree := st.onFree
 	st.onFree = nil
+	st.app, st.req = nil, nil
 	st.mu.Unlock()
 	if onFree != nil {
 		onFree()

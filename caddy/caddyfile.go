@@ -1,12 +1,14 @@
 package ruvoycaddy
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/dustin/go-humanize"
 )
 
@@ -30,6 +32,8 @@ func init() {
 //	    max_body_size   <size>
 //	    request_window  <size>
 //	    response_window <size>
+//	    context  { ... }
+//	    upstream { ... }
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
@@ -51,6 +55,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.Environment = d.Val()
+		case "context":
+			if err := h.parseContext(d); err != nil {
+				return err
+			}
+			continue
+		case "upstream":
+			if err := h.parseUpstream(d); err != nil {
+				return err
+			}
+			continue
 		case "max_requests":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -104,6 +118,83 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+// parseContext reads:
+//
+//	context {
+//	    metadata_namespaces <namespace...>
+//	    route_name          <name>
+//	    route_metadata      <namespace> <key> <value>
+//	}
+func (h *Handler) parseContext(d *caddyfile.Dispenser) error {
+	c := &ContextConfig{}
+	h.Context = c
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "metadata_namespaces":
+			c.MetadataNamespaces = append(c.MetadataNamespaces, d.RemainingArgs()...)
+		case "route_name":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			c.RouteName = d.Val()
+		case "route_metadata":
+			args := d.RemainingArgs()
+			if len(args) != 3 {
+				return d.Errf("route_metadata: want <namespace> <key> <value>")
+			}
+			if c.RouteMetadata == nil {
+				c.RouteMetadata = map[string]map[string]any{}
+			}
+			if c.RouteMetadata[args[0]] == nil {
+				c.RouteMetadata[args[0]] = map[string]any{}
+			}
+			c.RouteMetadata[args[0]][args[1]] = args[2]
+		default:
+			return d.Errf("unknown context option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// parseUpstream reads:
+//
+//	upstream {
+//	    clusters          <name...>
+//	    timeout           <duration>
+//	    max_response_size <size>
+//	}
+func (h *Handler) parseUpstream(d *caddyfile.Dispenser) error {
+	u := &UpstreamConfig{}
+	h.Upstream = u
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "clusters":
+			u.Clusters = append(u.Clusters, d.RemainingArgs()...)
+		case "timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("timeout: %v", err)
+			}
+			u.TimeoutMS = int(dur.Milliseconds())
+		case "max_response_size":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(d.Val())
+			if err != nil {
+				return d.Errf("max_response_size: %v", err)
+			}
+			u.MaxResponseBytes = int64(n)
+		default:
+			return d.Errf("unknown upstream option %q", d.Val())
+		}
+	}
+	return nil
+}
+
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	var handler Handler
 	err := handler.UnmarshalCaddyfile(h.Dispenser)
@@ -111,3 +202,48 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 }
 
 var _ caddyfile.Unmarshaler = (*Handler)(nil)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("ruvoy_cluster", parseCluster)
+}
+
+// parseCluster reads a cluster an app may call, as a global option:
+//
+//	ruvoy_cluster <name> <upstreams...> {
+//	    <reverse_proxy subdirectives: lb_policy, health_uri, transport, ...>
+//	}
+//
+// Every ruvoy_cluster lands in the "ruvoy" app's clusters.
+func parseCluster(d *caddyfile.Dispenser, existing any) (any, error) {
+	clusters := Clusters{Clusters: map[string]json.RawMessage{}}
+	if app, ok := existing.(httpcaddyfile.App); ok {
+		if err := json.Unmarshal(app.Value, &clusters); err != nil {
+			return nil, err
+		}
+	}
+	d.Next() // the option name
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	name := d.Val()
+	if _, dup := clusters.Clusters[name]; dup {
+		return nil, d.Errf("cluster %q is defined twice", name)
+	}
+	// From the name on, it is a reverse_proxy directive: parse it as one.
+	segment := d.NextSegment()
+	segment[0].Text = "reverse_proxy"
+	proxy := new(reverseproxy.Handler)
+	if err := proxy.UnmarshalCaddyfile(caddyfile.NewDispenser(segment)); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(proxy)
+	if err != nil {
+		return nil, err
+	}
+	clusters.Clusters[name] = raw
+	value, err := json.Marshal(clusters)
+	if err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "ruvoy", Value: value}, nil
+}

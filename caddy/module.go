@@ -7,11 +7,13 @@ package ruvoycaddy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +62,38 @@ type Handler struct {
 	// (default 256 KiB); a producer ahead by that much waits.
 	ResponseWindow int64 `json:"response_window,omitempty"`
 
+	// Context gives the app env["ruvoy.context"] (off when absent).
+	Context *ContextConfig `json:"context,omitempty"`
+	// Upstream gives the app env["ruvoy.upstream"] (off when absent).
+	Upstream *UpstreamConfig `json:"upstream,omitempty"`
+
 	app *ruvoy.App
+}
+
+// ContextConfig configures env["ruvoy.context"].
+type ContextConfig struct {
+	// MetadataNamespaces are the namespaces of Caddy vars (set by handlers
+	// ahead of ruvoy, e.g. vars) and route metadata the app sees: a var
+	// named "acme.tenant.id" lands in dynamic_metadata as
+	// {"acme.tenant" => {"id" => ...}}.
+	MetadataNamespaces []string `json:"metadata_namespaces,omitempty"`
+	// RouteName names the route this handler serves (context.route_name).
+	RouteName string `json:"route_name,omitempty"`
+	// RouteMetadata is static metadata for the route, by namespace; only
+	// the listed namespaces reach the app.
+	RouteMetadata map[string]map[string]any `json:"route_metadata,omitempty"`
+}
+
+// UpstreamConfig configures env["ruvoy.upstream"].
+type UpstreamConfig struct {
+	// Clusters the app may call; they are defined in the "ruvoy" app.
+	Clusters []string `json:"clusters,omitempty"`
+	// TimeoutMS bounds every call (default 15000); a call's own timeout
+	// may be shorter.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// MaxResponseBytes bounds an answer, which is buffered whole (default
+	// 1 MiB); larger ones raise Ruvoy::UpstreamError.
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -109,7 +142,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		// so at_exit hooks run before Caddy exits.
 		caddy.OnExit(func(context.Context) { rt.Shutdown() })
 	})
-	app, err := rt.Load(rackup, h.Environment, ruvoy.AppOptions{
+	opts := ruvoy.AppOptions{
 		MaxRequests:          h.MaxRequests,
 		QueueTimeout:         time.Duration(h.QueueTimeout),
 		MaxInflightBodyBytes: h.MaxInflightBodyBytes,
@@ -117,13 +150,125 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		RequestWindow:        h.RequestWindow,
 		ResponseWindow:       h.ResponseWindow,
 		ClientIP:             clientIP,
-	})
+	}
+	if err := h.extensions(ctx, &opts); err != nil {
+		return err
+	}
+	app, err := rt.Load(rackup, h.Environment, opts)
 	if err != nil {
 		return err
 	}
 	h.app = app
 	ctx.Logger().Debug("app loaded", zap.String("rackup", rackup))
 	return nil
+}
+
+// extensions turns on env["ruvoy.context"] and env["ruvoy.upstream"] as
+// configured.
+func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
+	if c := h.Context; c != nil {
+		route := map[string]any{}
+		for _, ns := range c.MetadataNamespaces {
+			if values, ok := c.RouteMetadata[ns]; ok {
+				route[ns] = values
+			}
+		}
+		o.Context = &ruvoy.ContextOptions{
+			RouteName:       c.RouteName,
+			RouteMetadata:   route,
+			DynamicMetadata: dynamicMetadata(c.MetadataNamespaces),
+			ConnectionID:    connectionID,
+		}
+	}
+	if u := h.Upstream; u != nil && len(u.Clusters) > 0 {
+		for _, name := range u.Clusters {
+			if name == "" || strings.ContainsAny(name, ", ") {
+				return fmt.Errorf("ruvoy: upstream cluster name %q: no commas or spaces", name)
+			}
+		}
+		app, err := ctx.App("ruvoy")
+		if err != nil {
+			return fmt.Errorf("ruvoy: loading the clusters: %w", err)
+		}
+		clusters := app.(*Clusters)
+		for _, name := range u.Clusters {
+			if clusters.handlers[name] == nil {
+				ctx.Logger().Warn("the app may call an upstream cluster that is not defined: its calls will fail",
+					zap.String("cluster", name))
+			}
+		}
+		o.Upstream = &ruvoy.UpstreamOptions{
+			Clusters:         u.Clusters,
+			Timeout:          time.Duration(u.TimeoutMS) * time.Millisecond,
+			MaxResponseBytes: u.MaxResponseBytes,
+			Upstream:         clusters,
+		}
+	}
+	return nil
+}
+
+// dynamicMetadata collects the Caddy vars in the given namespaces: a var
+// "ns.key" becomes {"ns" => {"key" => value}}, a var "ns" holding a map is
+// taken whole. Values JSON cannot carry are left out.
+func dynamicMetadata(namespaces []string) func(*http.Request) map[string]any {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	return func(r *http.Request) map[string]any {
+		vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+		out := map[string]any{}
+		for _, ns := range namespaces {
+			values := map[string]any{}
+			if whole, ok := vars[ns].(map[string]any); ok {
+				for k, v := range whole {
+					if plain, ok := plainValue(v); ok {
+						values[k] = plain
+					}
+				}
+			}
+			for k, v := range vars {
+				if key, ok := strings.CutPrefix(k, ns+"."); ok && key != "" {
+					if plain, ok := plainValue(v); ok {
+						values[key] = plain
+					}
+				}
+			}
+			if len(values) > 0 {
+				out[ns] = values
+			}
+		}
+		return out
+	}
+}
+
+// plainValue keeps what JSON (and so Ruby) can hold: strings, numbers,
+// booleans, nil, and lists and maps of those.
+func plainValue(v any) (any, bool) {
+	switch t := v.(type) {
+	case nil, string, bool, int, int64, uint64, float64, json.Number:
+		return t, true
+	case []any:
+		out := make([]any, 0, len(t))
+		for _, e := range t {
+			if p, ok := plainValue(e); ok {
+				out = append(out, p)
+			}
+		}
+		return out, true
+	case []string:
+		return t, true
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range t {
+			if p, ok := plainValue(e); ok {
+				out[k] = p
+			}
+		}
+		return out, true
+	case fmt.Stringer:
+		return t.String(), true
+	}
+	return nil, false
 }
 
 // Cleanup drops the app when its config is unloaded (a reload or exit).

@@ -86,12 +86,19 @@ func start(t testing.TB, args ...string) *server {
 // launch starts the binary with exactly args; addr is where it will listen.
 func launch(t testing.TB, port string, args ...string) *server {
 	t.Helper()
+	return launchIn(t, "", nil, port, args...)
+}
+
+// launchIn is launch in directory dir, with env added to the environment.
+func launchIn(t testing.TB, dir string, env []string, port string, args ...string) *server {
+	t.Helper()
 	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
 	s.url = "http://" + s.addr
 	s.cmd = exec.Command(binary(t), args...)
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
-	s.cmd.Env = append(os.Environ(), "RACK_ENV=test")
+	s.cmd.Env = append(append(os.Environ(), "RACK_ENV=test"), env...)
+	s.cmd.Dir = dir
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

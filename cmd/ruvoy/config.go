@@ -57,15 +57,37 @@ func buildConfig(o *options) ([]byte, error) {
 			"config": map[string]any{"persist": false},
 		}
 	}
+	apps := map[string]any{
+		"http": map[string]any{
+			"grace_period": fmt.Sprintf("%ds", o.grace),
+			"servers":      map[string]any{"ruvoy": server},
+		},
+	}
+	if len(o.clusters) > 0 {
+		clusters := map[string]any{}
+		var names []string
+		for _, c := range o.clusters {
+			if _, dup := clusters[c.name]; dup {
+				return nil, fmt.Errorf("--cluster %s is given twice", c.name)
+			}
+			var upstreams []any
+			for _, h := range c.hosts {
+				upstreams = append(upstreams, map[string]any{"dial": h})
+			}
+			proxy := map[string]any{"upstreams": upstreams}
+			if c.tls {
+				proxy["transport"] = map[string]any{"protocol": "http", "tls": map[string]any{}}
+			}
+			clusters[c.name] = proxy
+			names = append(names, c.name)
+		}
+		apps["ruvoy"] = map[string]any{"clusters": clusters}
+		handler["upstream"] = map[string]any{"clusters": names}
+	}
 	cfg := map[string]any{
 		"admin":   admin,
 		"logging": map[string]any{"logs": logs},
-		"apps": map[string]any{
-			"http": map[string]any{
-				"grace_period": fmt.Sprintf("%ds", o.grace),
-				"servers":      map[string]any{"ruvoy": server},
-			},
-		},
+		"apps":    apps,
 	}
 	return json.MarshalIndent(cfg, "", "  ")
 }

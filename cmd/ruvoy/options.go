@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,9 @@ const usage = `Usage: ruvoy [options] [config.ru]
     -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1)
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
         --h2c                Also accept cleartext HTTP/2 (prior knowledge and upgrade)
+        --cluster NAME=URL[,URL...]
+                             Define an upstream cluster the app may call through
+                             env["ruvoy.upstream"] (repeatable; http:// or https://)
         --max-body-bytes N   Refuse request bodies over N bytes with 413 (default: no limit)
         --max-requests N     Admit at most N requests to Ruby at once; more get 503 (default 1024)
         --queue-timeout MS   Let a request over --max-requests wait MS for a place (default 0)
@@ -52,6 +56,7 @@ type options struct {
 	printConfig, version       bool
 	rackupArg, rackup          string
 	rest                       []string // ARGV for the app
+	clusters                   []cluster
 }
 
 func (o *options) listen() string { return net.JoinHostPort(o.address, o.port) }
@@ -126,6 +131,13 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			o.bodyBudget = int64(v)
 		case "--stall-warn":
 			o.stallWarn, err = intValue(name, takeValue, 0)
+		case "--cluster":
+			var v string
+			if v, err = takeValue(); err == nil {
+				var c cluster
+				c, err = parseCluster(v)
+				o.clusters = append(o.clusters, c)
+			}
 		case "--h2c":
 			o.h2c = true
 		case "--access-log":
@@ -165,6 +177,37 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	o.rackup = abs
 	return o, nil
+}
+
+// cluster is a --cluster NAME=URL[,URL...].
+type cluster struct {
+	name  string
+	hosts []string // host:port
+	tls   bool
+}
+
+func parseCluster(v string) (cluster, error) {
+	name, urls, ok := strings.Cut(v, "=")
+	if !ok || name == "" || urls == "" || strings.ContainsAny(name, ", ") {
+		return cluster{}, fmt.Errorf("--cluster: want NAME=URL[,URL...], got %q", v)
+	}
+	c := cluster{name: name}
+	for i, raw := range strings.Split(urls, ",") {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return cluster{}, fmt.Errorf("--cluster %s: %q is not an http:// or https:// URL with no path", name, raw)
+		}
+		if i > 0 && (u.Scheme == "https") != c.tls {
+			return cluster{}, fmt.Errorf("--cluster %s: mixes http and https", name)
+		}
+		c.tls = u.Scheme == "https"
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[c.tls])
+		}
+		c.hosts = append(c.hosts, host)
+	}
+	return c, nil
 }
 
 // intValue reads an option's integer value, at least min.

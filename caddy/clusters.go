@@ -1,0 +1,166 @@
+package ruvoycaddy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/ruvoy/ruvoy"
+)
+
+func init() {
+	caddy.RegisterModule(Clusters{})
+}
+
+// Clusters is the Caddy app "ruvoy": the named upstreams apps may call
+// through env["ruvoy.upstream"]. Each cluster is a reverse_proxy handler
+// config (without "handler"), so Caddy's connection pools, TLS to the
+// upstream, load balancing, health checks and retries apply:
+//
+//	{"apps": {"ruvoy": {"clusters": {
+//	  "users": {"upstreams": [{"dial": "10.0.0.7:8080"}, {"dial": "10.0.0.8:8080"}],
+//	            "health_checks": {"active": {"uri": "/health"}}}
+//	}}}}
+type Clusters struct {
+	Clusters map[string]json.RawMessage `json:"clusters,omitempty"`
+
+	handlers map[string]*reverseproxy.Handler
+}
+
+// CaddyModule returns the Caddy module information.
+func (Clusters) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "ruvoy",
+		New: func() caddy.Module { return new(Clusters) },
+	}
+}
+
+// Provision loads every cluster's reverse proxy.
+func (c *Clusters) Provision(ctx caddy.Context) error {
+	c.handlers = map[string]*reverseproxy.Handler{}
+	for name, raw := range c.Clusters {
+		if name == "" || strings.ContainsAny(name, ", ") {
+			return fmt.Errorf("ruvoy: cluster name %q: no commas or spaces", name)
+		}
+		mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+		if err != nil {
+			return fmt.Errorf("ruvoy: cluster %s: %w", name, err)
+		}
+		c.handlers[name] = mod.(*reverseproxy.Handler)
+	}
+	return nil
+}
+
+// Start is part of caddy.App; the proxies need no starting.
+func (c *Clusters) Start() error { return nil }
+
+// Stop is part of caddy.App.
+func (c *Clusters) Stop() error { return nil }
+
+// Call sends one call through the cluster's reverse proxy and buffers the
+// answer (ruvoy.Upstream).
+func (c *Clusters) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
+	h := c.handlers[call.Cluster]
+	if h == nil {
+		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no cluster named %q is defined", call.Cluster)}
+	}
+	req, err := http.NewRequestWithContext(ctx, call.Method, "http://"+call.Cluster+call.Path, bytes.NewReader(call.Body))
+	if err != nil {
+		return nil, &ruvoy.UpstreamError{Msg: err.Error()}
+	}
+	req.Header = call.Header
+	req.Host = call.Cluster
+	req.RemoteAddr = "127.0.0.1:0" // the app is the client
+	rec := &buffered{max: maxBytes, header: http.Header{}}
+	server, _ := call.Origin.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if server == nil {
+		server = new(caddyhttp.Server)
+	}
+	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), rec, server)
+	err = serve(h, rec, req)
+	if rec.tooLarge {
+		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Cluster, maxBytes)}
+	}
+	if err != nil {
+		var he caddyhttp.HandlerError
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
+			return nil, context.DeadlineExceeded
+		case errors.As(err, &he) && he.Err != nil && strings.Contains(he.Err.Error(), "no upstreams available"):
+			return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no healthy host in cluster %s", call.Cluster)}
+		case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
+			return nil, context.DeadlineExceeded
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		default: // could not reach it, or it hung up
+			return &ruvoy.UpstreamResponse{Status: http.StatusServiceUnavailable, Header: http.Header{}}, nil
+		}
+	}
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return &ruvoy.UpstreamResponse{Status: status, Header: rec.header, Body: rec.body.Bytes()}, nil
+}
+
+// serve runs the proxy; the proxy aborts a response whose body it cannot
+// finish copying by panicking with http.ErrAbortHandler, as to a client.
+func serve(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			err = errAborted
+		}
+	}()
+	return h.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+}
+
+var errAborted = errors.New("ruvoy: the upstream answer was cut short")
+
+// buffered is the ResponseWriter a call's answer is collected in.
+type buffered struct {
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	max      int64
+	tooLarge bool
+}
+
+func (b *buffered) Header() http.Header { return b.header }
+
+func (b *buffered) WriteHeader(status int) {
+	if b.status == 0 && status >= 200 {
+		b.status = status
+	}
+}
+
+var errTooLarge = errors.New("ruvoy: upstream answer over max_response_bytes")
+
+func (b *buffered) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	if int64(b.body.Len()+len(p)) > b.max {
+		b.tooLarge = true
+		return 0, errTooLarge
+	}
+	return b.body.Write(p)
+}
+
+func (b *buffered) Flush() {}
+
+var (
+	_ caddy.App         = (*Clusters)(nil)
+	_ caddy.Provisioner = (*Clusters)(nil)
+	_ ruvoy.Upstream    = (*Clusters)(nil)
+)
