@@ -28,6 +28,13 @@ type AppOptions struct {
 	Context *ContextOptions
 	// Upstream, when set, gives the app env["ruvoy.upstream"].
 	Upstream *UpstreamOptions
+	// SendfileDirs are the directories an X-Sendfile or X-Accel-Redirect
+	// response header may name a file in; none: the headers pass through.
+	SendfileDirs []string
+	// Trusted reports whether r came from a trusted proxy: only then do
+	// X-Forwarded-* headers reach the app (and X-Forwarded-Proto set
+	// rack.url_scheme). nil: never.
+	Trusted func(r *http.Request) bool
 	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
 	// which honours trusted proxies); nil uses the connection's address.
 	ClientIP func(*http.Request) string
@@ -113,7 +120,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Context != nil {
 		context = a.opts.Context.contextJSON(r)
 	}
-	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, hasBody, uint32(a.opts.ResponseWindow), context)
+	trusted := a.opts.Trusted != nil && a.opts.Trusted(r)
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context)
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)
@@ -126,7 +134,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	*bufp = head[:0]
 	headPool.Put(bufp)
 
-	rs := &responder{w: w}
+	rs := &responder{w: w, sendfileDirs: a.opts.SendfileDirs, log: a.logPath}
 	var pump *bodyPump
 	var pumpFailed <-chan struct{}
 	if hasBody {
@@ -205,6 +213,10 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump 
 		}
 		submit(C.RV_IN_DONE, id, flags, 0, nil)
 	}
+}
+
+func (a *App) logPath(msg, path string) {
+	a.rt.log().Error(msg, zap.String("file", path))
 }
 
 // bodyReservation is the most body memory a request can hold at once: what

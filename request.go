@@ -28,8 +28,20 @@ var headerCodes = func() map[string]uint16 {
 
 const absent = 0xffffffff
 
+// forwardedHeaders are what proxies add about the client; from anyone but
+// a trusted proxy they are dropped, so the app cannot be told lies.
+var forwardedHeaders = map[string]bool{
+	"X-Forwarded-For": true, "X-Forwarded-Proto": true, "X-Forwarded-Host": true, "X-Forwarded-Port": true,
+	"X-Forwarded-Ssl": true, "X-Forwarded-Scheme": true, "X-Real-Ip": true, "Forwarded": true,
+	"Front-End-Https": true,
+}
+
 // encodeHead appends the RV_IN_REQUEST payload for r (layout: rv_env.c).
-func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool, window uint32, context []byte) ([]byte, bool) {
+// trusted says r came from a trusted proxy (see AppOptions.Trusted).
+func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body bool, window uint32, context []byte) ([]byte, bool) {
+	if trusted && !tls {
+		tls = strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	}
 	var flags byte
 	if tls {
 		flags |= C.RV_REQ_TLS
@@ -88,9 +100,11 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, body bool, wi
 		b, count = putHeader(b, count, "Host", []string{r.Host})
 	}
 	for name, values := range r.Header {
-		if name == "Content-Type" || name == "Content-Length" || strings.IndexByte(name, '_') >= 0 {
-			// CONTENT_TYPE and CONTENT_LENGTH carry these; a name with "_"
-			// would pass for one with "-" in the env (X_Forwarded_For).
+		if name == "Content-Type" || name == "Content-Length" || name == "Version" || strings.IndexByte(name, '_') >= 0 ||
+			(!trusted && forwardedHeaders[name]) {
+			// CONTENT_TYPE and CONTENT_LENGTH carry these, HTTP_VERSION is
+			// the protocol's; a name with "_" would pass for one with "-"
+			// in the env (X_Forwarded_For).
 			continue
 		}
 		b, count = putHeader(b, count, name, values)

@@ -21,7 +21,11 @@ const headerFixedLen = 14
 
 // responder writes one request's response messages to its ResponseWriter.
 type responder struct {
-	w         http.ResponseWriter
+	w            http.ResponseWriter
+	sendfileDirs []string         // X-Sendfile may name files in these
+	log          func(msg, path string)
+	ignoreBody   bool  // the server sent a file in the body's place
+	err          error // a write failed
 	rc        *http.ResponseController
 	wroteHead bool
 	ended     bool // the response is complete
@@ -109,13 +113,20 @@ func (rs *responder) writeHead(p []byte, status int) ([]byte, bool) {
 	if length >= 0 {
 		h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
 	}
+	if took, err := rs.sendfile(status); took {
+		rs.err = err
+		return nil, true
+	}
 	rs.w.WriteHeader(status)
 	rs.wroteHead = true
 	return p, true
 }
 
 func (rs *responder) writeBody(p []byte) error {
-	if len(p) == 0 {
+	if rs.err != nil {
+		return rs.err
+	}
+	if len(p) == 0 || rs.ignoreBody {
 		return nil
 	}
 	if _, err := rs.w.Write(p); err != nil {
@@ -134,8 +145,8 @@ func (rs *responder) writeFile(p []byte, status int) error {
 	f := os.NewFile(uintptr(fd), "response-body")
 	defer f.Close()
 	length := int64(binary.NativeEndian.Uint64(p[0:8]))
-	if _, ok := rs.writeHead(p, status); !ok {
-		return nil
+	if _, ok := rs.writeHead(p, status); !ok || rs.ignoreBody {
+		return rs.err
 	}
 	if _, err := io.CopyN(rs.w, f, length); err != nil {
 		return errClientGone

@@ -77,7 +77,8 @@ static VALUE header_keys[NHEADERS];
 static VALUE k_method, k_script_name, k_path_info, k_query, k_uri, k_server_name,
     k_server_port, k_protocol, k_remote_addr, k_content_length, k_content_type,
     k_version, k_url_scheme, k_input, k_errors, k_multithread, k_multiprocess,
-    k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software, k_context, k_upstream;
+    k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software, k_context, k_upstream,
+    k_http_version;
 static VALUE cContext, cUpstream;
 static VALUE v_empty, v_http, v_https, v_software, v_version, v_asterisk = Qundef;
 static VALUE methods[8], protocols[4];
@@ -111,6 +112,7 @@ void rv_env_init(void)
     k_server_name = key("SERVER_NAME");
     k_server_port = key("SERVER_PORT");
     k_protocol = key("SERVER_PROTOCOL");
+    k_http_version = key("HTTP_VERSION");
     k_remote_addr = key("REMOTE_ADDR");
     k_content_length = key("CONTENT_LENGTH");
     k_content_type = key("CONTENT_TYPE");
@@ -237,7 +239,11 @@ VALUE rv_env_build(rv_stream *s)
     PUT(k_uri, rb_str_new(fp[F_URI], fl[F_URI]));
     PUT(k_server_name, rb_interned_str(fp[F_SERVER_NAME], fl[F_SERVER_NAME]));
     PUT(k_server_port, rb_interned_str(fp[F_SERVER_PORT], fl[F_SERVER_PORT]));
-    PUT(k_protocol, shared(protocols, 4, fp[F_PROTOCOL], fl[F_PROTOCOL]));
+    VALUE protocol = shared(protocols, 4, fp[F_PROTOCOL], fl[F_PROTOCOL]);
+    PUT(k_protocol, protocol);
+    /* The CGI-era copy of SERVER_PROTOCOL that Puma, Thin and WEBrick set,
+     * and apps read (Sinatra picks 303 or 302 by it). */
+    PUT(k_http_version, protocol);
     PUT(k_remote_addr, rb_interned_str(fp[F_REMOTE_ADDR], fl[F_REMOTE_ADDR]));
     if (fp[F_CONTENT_LENGTH])
         PUT(k_content_length, rb_str_new(fp[F_CONTENT_LENGTH], fl[F_CONTENT_LENGTH]));

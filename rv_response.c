@@ -323,8 +323,8 @@ static VALUE stream_body(VALUE arg)
  * before the body is closed (a Tempfile body unlinks its file on close). */
 static VALUE file_path(VALUE body)
 {
-    VALUE path = rb_funcall(body, rv_id_to_path, 0);
-    return RB_TYPE_P(path, T_STRING) ? path : Qnil;
+    VALUE path = rb_funcall(body, rv_id_to_path, 0); /* Rails gives a Pathname */
+    return RB_TYPE_P(path, T_STRING) ? path : rb_obj_as_string(path);
 }
 
 static int try_file(resp *r)

@@ -23,7 +23,7 @@ var (
 	rounds      = flag.Int("rounds", 5, "rounds per server and scenario")
 	duration    = flag.Duration("duration", 5*time.Second, "load duration per measurement")
 	onlyServers = flag.String("servers", "ruvoy,puma-5,puma-100", "servers, comma-separated: "+strings.Join(serverNames(), ","))
-	onlyScen    = flag.String("scenarios", "noop,ttfb,upload,wait50,block50,block50-offload",
+	onlyScen    = flag.String("scenarios", "noop,ttfb,upload,wait50,block50,block50-offload,rails-json",
 		"scenarios, comma-separated: "+strings.Join(scenarioNames(), ","))
 )
 

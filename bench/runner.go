@@ -25,16 +25,41 @@ type key struct{ server, scenario string }
 type runner struct {
 	root, out string
 	results   map[key][]sample
+	rails     *fixture // examples/rails, prepared when a scenario needs it
 }
 
-// round starts srv once and measures every scenario against it.
+// A fixture is a rackup the servers run, in its directory, with its env.
+type fixture struct {
+	dir, rackup string
+	env         []string
+}
+
+// round starts srv once per fixture and measures its scenarios.
 func (r *runner) round(n int, srv server, scens []scenario) {
+	byApp := map[string][]scenario{}
+	var apps []string
+	for _, sc := range scens {
+		if _, seen := byApp[sc.app]; !seen {
+			apps = append(apps, sc.app)
+		}
+		byApp[sc.app] = append(byApp[sc.app], sc)
+	}
+	for _, app := range apps {
+		f := &fixture{dir: r.root, rackup: filepath.Join(r.root, "bench/apps/bench.ru")}
+		if app == "rails" {
+			f = r.railsFixture()
+		}
+		r.serve(n, srv, f, byApp[app])
+	}
+}
+
+func (r *runner) serve(n int, srv server, f *fixture, scens []scenario) {
 	port := freePort()
-	rackup := filepath.Join(r.root, "bench/apps/bench.ru")
-	cmd := srv.cmd(r.root, port, rackup)
-	cmd.Env = append(os.Environ(), "RACK_ENV=production")
+	cmd := srv.cmd(r.root, port, f.rackup)
+	cmd.Dir = f.dir
+	cmd.Env = append(append(os.Environ(), "RACK_ENV=production"), f.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logf, _ := os.Create(filepath.Join(r.out, fmt.Sprintf("%s-round%d.log", srv.name, n+1)))
+	logf, _ := os.Create(filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.log", srv.name, filepath.Base(f.dir), n+1)))
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -47,7 +72,7 @@ func (r *runner) round(n int, srv server, scens []scenario) {
 		fmt.Printf("round %d %s: did not start\n", n+1, srv.label)
 		return
 	}
-	wrkRun(url+"/", 100, 2*time.Second, "") // warm-up
+	wrkRun(url+scens[0].warmPath(), 20, 2*time.Second, "") // warm-up
 	for _, sc := range scens {
 		raw := filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.txt", sc.name, srv.name, n+1))
 		s := sc.measure(url, raw)

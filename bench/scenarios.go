@@ -15,25 +15,29 @@ import (
 type scenario struct {
 	name, label string
 	measure     func(url, raw string) sample
+	app         string // the fixture it runs against: "bench" (default) or "rails"
 }
 
 var scenarios = []scenario{
 	{"noop", "no-op, HTTP/1.1, 100 connections", func(url, raw string) sample {
 		return wrk(raw, url+"/", 100, "")
-	}},
+	}, ""},
 	{"upload", "256 KiB uploads, 10 connections", func(url, raw string) sample {
 		return wrk(raw, url+"/upload", 10, uploadScript())
-	}},
-	{"ttfb", "time to first byte of a streamed response (p50/p99 ms)", ttfb},
+	}, ""},
+	{"ttfb", "time to first byte of a streamed response (p50/p99 ms)", ttfb, ""},
 	{"wait50", "app sleeps 50 ms (scheduler-aware), 100 connections", func(url, raw string) sample {
 		return wrk(raw, url+"/wait50", 100, "")
-	}},
+	}, ""},
 	{"block50", "50 ms blocking C call on the request's thread, 100 connections", func(url, raw string) sample {
 		return wrk(raw, url+"/block50", 100, "")
-	}},
+	}, ""},
 	{"block50-offload", "50 ms blocking C call, Ruvoy.offload under ruvoy, 100 connections", func(url, raw string) sample {
 		return wrk(raw, url+"/block50-offload", 100, "")
-	}},
+	}, ""},
+	{"rails-json", "Rails 6.1 JSON show (examples/rails, SQLite), 20 connections", func(url, raw string) sample {
+		return wrk(raw, url+"/articles/1.json", 20, "")
+	}, "rails"},
 }
 
 func scenarioNames() []string {
@@ -89,4 +93,12 @@ func ttfb(url, raw string) sample {
 	line := fmt.Sprintf("ttfb %d requests p50 %.3f ms p99 %.3f ms\n", len(times), median(times), times[len(times)*99/100])
 	os.WriteFile(raw, []byte(line), 0o644)
 	return sample{value: median(times), p99ms: times[len(times)*99/100], ok: true, lowerIsBetter: true}
+}
+
+// warmPath is what the warm-up asks for before a fixture's scenarios run.
+func (s scenario) warmPath() string {
+	if s.app == "rails" {
+		return "/articles/1.json"
+	}
+	return "/"
 }

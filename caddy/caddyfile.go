@@ -32,6 +32,7 @@ func init() {
 //	    max_body_size   <size>
 //	    request_window  <size>
 //	    response_window <size>
+//	    sendfile_dirs   <dir...>
 //	    context  { ... }
 //	    upstream { ... }
 //	}
@@ -55,6 +56,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.Environment = d.Val()
+		case "sendfile_dirs":
+			h.SendfileDirs = append(h.SendfileDirs, d.RemainingArgs()...)
+			if len(h.SendfileDirs) == 0 {
+				return d.ArgErr()
+			}
+			continue
 		case "context":
 			if err := h.parseContext(d); err != nil {
 				return err

@@ -62,6 +62,10 @@ type Handler struct {
 	// (default 256 KiB); a producer ahead by that much waits.
 	ResponseWindow int64 `json:"response_window,omitempty"`
 
+	// SendfileDirs are the directories whose files an X-Sendfile or
+	// X-Accel-Redirect response header may name (Rails'
+	// x_sendfile_header); Go then sends the file. Empty: the headers pass.
+	SendfileDirs []string `json:"sendfile_dirs,omitempty"`
 	// Context gives the app env["ruvoy.context"] (off when absent).
 	Context *ContextConfig `json:"context,omitempty"`
 	// Upstream gives the app env["ruvoy.upstream"] (off when absent).
@@ -111,6 +115,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Rackup == "" {
 		h.Rackup = "config.ru"
 	}
+	for i, dir := range h.SendfileDirs {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return err
+		}
+		h.SendfileDirs[i] = abs
+	}
 	for name, v := range map[string]int64{"request_window": h.RequestWindow, "response_window": h.ResponseWindow} {
 		if v < 0 || v > 1<<30 {
 			return fmt.Errorf("ruvoy: %s must be from 1 byte to 1 GiB, got %d", name, v)
@@ -150,6 +161,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		RequestWindow:        h.RequestWindow,
 		ResponseWindow:       h.ResponseWindow,
 		ClientIP:             clientIP,
+		Trusted:              trustedProxy,
+		SendfileDirs:         h.SendfileDirs,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
 		return err
@@ -283,6 +296,13 @@ func (h *Handler) Cleanup() error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.app.ServeHTTP(w, r)
 	return nil
+}
+
+// trustedProxy reports whether Caddy found the request's peer among the
+// server's trusted_proxies.
+func trustedProxy(r *http.Request) bool {
+	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
+	return trusted
 }
 
 func clientIP(r *http.Request) string {

@@ -59,6 +59,7 @@ func TestCoreEnvGet(t *testing.T) {
 		"SERVER_NAME":            "127.0.0.1",
 		"SERVER_PORT":            port,
 		"SERVER_PROTOCOL":        "HTTP/1.1",
+		"HTTP_VERSION":           "HTTP/1.1",
 		"REMOTE_ADDR":            "127.0.0.1",
 		"HTTP_HOST":              s.addr,
 		"HTTP_X_FOO":             "1, 2",

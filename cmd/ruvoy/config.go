@@ -31,11 +31,35 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.h2c {
 		protocols = append(protocols, "h2c")
 	}
+	if len(o.sendfileDirs) > 0 {
+		handler["sendfile_dirs"] = o.sendfileDirs
+	}
+	routes := []any{map[string]any{"handle": []any{handler}}}
+	if o.static != "" {
+		// Files that exist are served by Caddy; everything else (and any
+		// directory) goes to the app.
+		files := map[string]any{
+			"match": []any{map[string]any{
+				"file": map[string]any{"root": o.static, "try_files": []string{"{http.request.uri.path}"}},
+				"not":  []any{map[string]any{"path": []string{"*/"}}},
+			}},
+			"handle": []any{map[string]any{
+				"handler":             "file_server",
+				"root":                o.static,
+				"precompressed":       map[string]any{"br": map[string]any{}, "gzip": map[string]any{}},
+				"precompressed_order": []string{"br", "gzip"},
+			}},
+		}
+		routes = append([]any{files}, routes...)
+	}
 	server := map[string]any{
 		"listen":          []string{o.listen()},
-		"routes":          []any{map[string]any{"handle": []any{handler}}},
+		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 		"protocols":       protocols,
+	}
+	if len(o.trustedProxies) > 0 {
+		server["trusted_proxies"] = map[string]any{"source": "static", "ranges": o.trustedProxies}
 	}
 	logs := map[string]any{
 		"default": map[string]any{"level": "WARN", "exclude": []string{"admin", "http.handlers.ruvoy", "http.log.access"}},

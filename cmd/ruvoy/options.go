@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +19,13 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --cluster NAME=URL[,URL...]
                              Define an upstream cluster the app may call through
                              env["ruvoy.upstream"] (repeatable; http:// or https://)
+        --static DIR         Serve files that exist under DIR from Caddy's file server, without
+                             Ruby (with RAILS_SERVE_STATIC_FILES set: the app's public/)
+        --sendfile-dir DIR   Let X-Sendfile / X-Accel-Redirect response headers name files
+                             under DIR, which Go then sends (repeatable)
+        --trusted-proxies CIDR[,CIDR...]
+                             Peers whose X-Forwarded-* headers are believed (default: none;
+                             from others those headers are dropped)
         --max-body-bytes N   Refuse request bodies over N bytes with 413 (default: no limit)
         --max-requests N     Admit at most N requests to Ruby at once; more get 503 (default 1024)
         --queue-timeout MS   Let a request over --max-requests wait MS for a place (default 0)
@@ -57,6 +65,9 @@ type options struct {
 	rackupArg, rackup          string
 	rest                       []string // ARGV for the app
 	clusters                   []cluster
+	static                     string
+	sendfileDirs               []string
+	trustedProxies             []string
 }
 
 func (o *options) listen() string { return net.JoinHostPort(o.address, o.port) }
@@ -138,6 +149,23 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 				c, err = parseCluster(v)
 				o.clusters = append(o.clusters, c)
 			}
+		case "--static":
+			o.static, err = takeValue()
+		case "--sendfile-dir":
+			var v string
+			if v, err = takeValue(); err == nil {
+				o.sendfileDirs = append(o.sendfileDirs, v)
+			}
+		case "--trusted-proxies":
+			var v string
+			if v, err = takeValue(); err == nil {
+				for _, cidr := range strings.Split(v, ",") {
+					if _, _, e := net.ParseCIDR(cidr); e != nil && net.ParseIP(cidr) == nil {
+						err = fmt.Errorf("--trusted-proxies: %q is not an IP range (CIDR) or address", cidr)
+					}
+					o.trustedProxies = append(o.trustedProxies, cidr)
+				}
+			}
 		case "--h2c":
 			o.h2c = true
 		case "--access-log":
@@ -176,6 +204,21 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		return nil, err
 	}
 	o.rackup = abs
+	if o.static == "" && getenv("RAILS_SERVE_STATIC_FILES") != "" {
+		if public := filepath.Join(filepath.Dir(abs), "public"); isDir(public) {
+			o.static = public
+		}
+	}
+	if o.static != "" {
+		if o.static, err = filepath.Abs(o.static); err != nil || !isDir(o.static) {
+			return nil, fmt.Errorf("--static: %s is not a directory", o.static)
+		}
+	}
+	for i, dir := range o.sendfileDirs {
+		if o.sendfileDirs[i], err = filepath.Abs(dir); err != nil || !isDir(o.sendfileDirs[i]) {
+			return nil, fmt.Errorf("--sendfile-dir: %s is not a directory", dir)
+		}
+	}
 	return o, nil
 }
 
@@ -221,6 +264,11 @@ func intValue(name string, take func() (string, error), min int) (int, error) {
 		return 0, fmt.Errorf("%s: want an integer of at least %d, got %q", name, min, v)
 	}
 	return n, nil
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }
 
 func checkPort(what, p string) error {

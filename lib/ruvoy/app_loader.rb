@@ -17,6 +17,7 @@ module Ruvoy
     app = built.is_a?(Array) && built.size == 2 && built[1].is_a?(Hash) ? built[0] : built
     raise BootError, "#{path} did not build a Rack app (got #{app.inspect})" unless app.respond_to?(:call)
 
+    RailsSupport.install
     app
   end
 

@@ -1,0 +1,3 @@
+# ruvoy examples/sinatra/config.ru (or: puma examples/sinatra/config.ru)
+require_relative "app"
+run Guestbook

@@ -1,0 +1,54 @@
+# frozen_string_literal: true
+
+# `rackup -s ruvoy` and `rails server -u ruvoy`: this handler replaces the
+# process with the ruvoy server, which loads the rackup itself in its own
+# embedded VM (the app the caller built is left behind). It maps rackup's
+# and Rails' options onto ruvoy's flags.
+handler = Module.new do
+  def self.run(_app, **options)
+    command = self.command(options)
+    warn "ruvoy: #{command.join(" ")}" unless options[:Silent]
+    exec(*command)
+  end
+
+  def self.command(options)
+    args = [binary]
+    args.push("-p", options[:Port].to_s) if options[:Port]
+    args.push("-a", options[:Host].to_s) if options[:Host]
+    args.push("-e", options[:environment].to_s) if options[:environment]
+    args << File.expand_path(options[:config] || "config.ru")
+  end
+
+  def self.valid_options
+    {
+      "Host=HOST" => "Address to bind to (default: 127.0.0.1)",
+      "Port=PORT" => "Port to listen on (default: 8080)",
+    }
+  end
+
+  # The ruvoy binary: RUVOY_BIN, the installed gem's, or one on PATH.
+  def self.binary
+    return ENV["RUVOY_BIN"] if ENV["RUVOY_BIN"] && !ENV["RUVOY_BIN"].empty?
+
+    begin
+      return Gem.bin_path("ruvoy", "ruvoy")
+    rescue Gem::Exception, LoadError
+      # not installed as a gem
+    end
+    found = ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |dir| File.join(dir, "ruvoy") }
+               .find { |path| File.executable?(path) }
+    found or abort "ruvoy: no ruvoy binary: install the ruvoy gem, put ruvoy on PATH, or set RUVOY_BIN"
+  end
+end
+
+begin
+  require "rack/handler" # Rack 2
+  Rack::Handler.const_set(:Ruvoy, handler)
+  Rack::Handler.register("ruvoy", "Rack::Handler::Ruvoy")
+rescue LoadError
+  # Rack 3 keeps handlers in the rackup gem.
+end
+if defined?(Rackup::Handler)
+  Rackup::Handler.const_set(:Ruvoy, handler) unless Rackup::Handler.const_defined?(:Ruvoy, false)
+  Rackup::Handler.register("ruvoy", Rackup::Handler::Ruvoy)
+end

@@ -1,0 +1,75 @@
+# frozen_string_literal: true
+
+module Ruvoy
+  # Rails under ruvoy: requests are fibers on one thread, so what Rails keys
+  # by thread must be keyed by fiber.
+  #
+  # Rails 7+ does this itself with config.active_support.isolation_level =
+  # :fiber (ruvoy warns when it is not set). Rails 6.1 keys Active Record
+  # connections by thread, so fibers interleaving on the VM thread would
+  # share one connection, and one request's transaction would take in
+  # another's queries. For Rails < 7, ruvoy makes each fiber lease its own
+  # connection: the pool's cache is keyed by fiber, the connection's owner
+  # is the fiber (the reaper takes back connections of fibers that died),
+  # and a request releases its connection when it ends, as a thread would.
+  module RailsSupport
+    module PoolByFiber
+      private
+
+      def connection_cache_key(thread)
+        thread.equal?(Thread.current) ? Fiber.current : thread
+      end
+    end
+
+    # Rails 6.1's AbstractAdapter#lease, #expire and #steal!, with the
+    # fiber where they have Thread.current.
+    module ConnectionOwnedByFiber
+      def lease
+        if in_use?
+          raise ::ActiveRecord::ActiveRecordError,
+                "Cannot lease connection, it is already in use by #{@owner.equal?(Fiber.current) ? "this fiber" : @owner}"
+        end
+
+        @owner = Fiber.current
+      end
+
+      def expire
+        raise ::ActiveRecord::ActiveRecordError, "Cannot expire connection, it is not currently leased." unless in_use?
+        unless @owner.equal?(Fiber.current)
+          raise ::ActiveRecord::ActiveRecordError,
+                "Cannot expire connection, it is owned by another fiber: #{@owner}. Current fiber: #{Fiber.current}."
+        end
+
+        @idle_since = Concurrent.monotonic_time
+        @owner = nil
+      end
+
+      def steal!
+        raise ::ActiveRecord::ActiveRecordError, "Cannot steal connection, it is not currently leased." unless in_use?
+        return if @owner.equal?(Fiber.current)
+
+        pool.send(:remove_connection_from_thread_cache, self, @owner)
+        @owner = Fiber.current
+      end
+    end
+
+    def self.install
+      return unless defined?(::Rails::VERSION) && defined?(::ActiveRecord::ConnectionAdapters::ConnectionPool)
+
+      if ::Rails::VERSION::MAJOR >= 7
+        level = ::ActiveSupport::IsolatedExecutionState.isolation_level rescue nil
+        unless level == :fiber
+          warn "ruvoy: set config.active_support.isolation_level = :fiber: requests are fibers, " \
+               "and with :thread they share one Active Record connection"
+        end
+        return
+      end
+      return if ::ActiveRecord::ConnectionAdapters::ConnectionPool < PoolByFiber
+
+      # Connections checked out while the app loaded belong to the thread.
+      ::ActiveRecord::Base.connection_handler.clear_active_connections!
+      ::ActiveRecord::ConnectionAdapters::ConnectionPool.prepend(PoolByFiber)
+      ::ActiveRecord::ConnectionAdapters::AbstractAdapter.prepend(ConnectionOwnedByFiber)
+    end
+  end
+end

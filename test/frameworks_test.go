@@ -1,0 +1,308 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const secretKeyBase = "ruvoy-tests-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// railsApp copies examples/rails and migrates its database.
+func railsApp(t *testing.T, env ...string) (string, []string) {
+	t.Helper()
+	dir := copyTree(t, "../examples/rails")
+	env = append([]string{"RAILS_ENV=production", "SECRET_KEY_BASE=" + secretKeyBase, "RAILS_SERVE_STATIC_FILES=1"}, env...)
+	cmd := exec.Command("bin/rails", "db:migrate")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bin/rails db:migrate: %v\n%s", err, out)
+	}
+	return dir, env
+}
+
+func startRails(t *testing.T, dir string, env []string, args ...string) *server {
+	t.Helper()
+	port := freePort(t)
+	s := launchIn(t, dir, env, port, append(append([]string{"-p", port, "-e", "production"}, args...), "config.ru")...)
+	s.waitReady(t)
+	return s
+}
+
+// The Rails example answers under ruvoy as it does under Puma, answer for
+// answer.
+func TestFrameworksRailsMatchesPuma(t *testing.T) {
+	ourDir, env := railsApp(t)
+	theirDir, _ := railsApp(t)
+	s := startRails(t, ourDir, env)
+	reference := puma(t, theirDir, "config.ru", env)
+	compareServers(t, s.url, reference, []step{
+		{method: "GET", path: "/"},
+		{method: "GET", path: "/articles/new"},
+		{method: "POST", path: "/articles", token: true, form: url.Values{
+			"article[title]": {"Hello"}, "article[body]": {"Written and read under two servers."}}},
+		{method: "GET", path: "/articles/1"},
+		{method: "GET", path: "/articles/1.json"},
+		{method: "GET", path: "/articles/new"},
+		{method: "POST", path: "/articles", token: true, form: url.Values{
+			"article[title]": {""}, "article[body]": {"short"}}},
+		{method: "GET", path: "/articles/999"},
+		{method: "HEAD", path: "/articles"},
+		{method: "GET", path: "/articles"},
+	})
+	// Assets: ruvoy's Caddy serves public/ itself (RAILS_SERVE_STATIC_FILES),
+	// so its headers are the file server's; the bytes are the same.
+	for _, path := range []string{"/styles.css", "/robots.txt"} {
+		ours, theirs := s.get(t, path), getBody(t, reference+path)
+		equal(t, path+" status", ours.status, 200)
+		equal(t, path+" body", ours.body, theirs)
+		equal(t, path+" type", strings.Split(ours.header.Get("Content-Type"), ";")[0],
+			map[string]string{"/styles.css": "text/css", "/robots.txt": "text/plain"}[path])
+	}
+}
+
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+func TestFrameworksSinatraMatchesPuma(t *testing.T) {
+	s := start(t, "../examples/sinatra/config.ru")
+	reference := puma(t, "../examples/sinatra", "config.ru", nil)
+	compareServers(t, s.url, reference, []step{
+		{method: "GET", path: "/"},
+		{method: "GET", path: "/"},
+		{method: "GET", path: "/hello/ruby?greeting=hi"},
+		{method: "POST", path: "/entries", form: url.Values{"text": {"signed under two servers"}}},
+		{method: "GET", path: "/entries.json"},
+		{method: "POST", path: "/entries", form: url.Values{"text": {""}}},
+		{method: "GET", path: "/countdown"},
+		{method: "GET", path: "/nope"},
+		{method: "HEAD", path: "/"},
+	})
+}
+
+// Each request in flight holds its own database connection (Rails 6.1
+// keys them by thread; ruvoy by fiber), transactions commit, the pool is
+// whole afterwards, and clients that leave mid-transaction leave no row.
+func TestFrameworksRailsTransactionsPerFiber(t *testing.T) {
+	db := startPostgres(t, "blog")
+	dir, env := railsApp(t, "DATABASE_URL="+db, "RAILS_MAX_THREADS=60", "RUVOY_TEST_PROBES=1")
+	s := startRails(t, dir, env)
+
+	const n = 50
+	var mu sync.Mutex
+	connections := map[string]int{}
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := s.do(t, "POST", fmt.Sprintf("/probes/transaction?sleep=0.1&tag=ok%d", i), nil)
+			var v struct {
+				Connection any `json:"connection"`
+			}
+			if r.status != 200 || json.Unmarshal([]byte(r.body), &v) != nil {
+				t.Errorf("transaction %d: %d %s", i, r.status, r.body)
+				return
+			}
+			mu.Lock()
+			connections[fmt.Sprint(v.Connection)]++
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	t.Logf("%d transactions of 100 ms each in %v", n, time.Since(began))
+	equal(t, "distinct connections for the requests in flight", len(connections), n)
+	equal(t, "rows committed", s.get(t, "/probes/count?prefix=tx%20ok").body, fmt.Sprintf(`{"count":%d}`, n))
+	pool := func() map[string]float64 {
+		var p map[string]float64
+		json.Unmarshal([]byte(s.get(t, "/probes/pool").body), &p)
+		return p
+	}
+	if p := pool(); p["busy"] != 0 || p["waiting"] != 0 {
+		t.Fatalf("connections still checked out after the requests: %v", p)
+	}
+
+	// Clients that leave while their transaction is open.
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("%s/probes/transaction?sleep=3&tag=left%d", s.url, i), nil)
+			if res, err := client.Do(req); err == nil {
+				res.Body.Close()
+				t.Errorf("request %d should have been cut off", i)
+			}
+		}(i)
+	}
+	wg.Wait()
+	eventually(t, 10*time.Second, "every connection back in the pool", func() bool {
+		p := pool()
+		return p["busy"] == 0 && p["waiting"] == 0
+	})
+	equal(t, "rows of abandoned transactions", s.get(t, "/probes/count?prefix=tx%20left").body, `{"count":0}`)
+}
+
+// send_file's body is a file (to_path): Go sends it.
+func TestFrameworksRailsSendFile(t *testing.T) {
+	dir, env := railsApp(t, "RUVOY_TEST_PROBES=1")
+	s := startRails(t, dir, env)
+	robots, _ := os.ReadFile(filepath.Join(dir, "public", "robots.txt"))
+	r := s.get(t, "/probes/send_file")
+	equal(t, "status", r.status, 200)
+	equal(t, "body", r.body, string(robots))
+	equal(t, "length", r.header.Get("Content-Length"), fmt.Sprint(len(robots)))
+}
+
+// --static: files that exist are the file server's (types, validators,
+// precompressed variants); the rest goes to the app.
+func TestFrameworksStaticFiles(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "site.css"), []byte("body { color: red }\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "site.css.gz"), []byte("gzip bytes"), 0o644)
+	os.WriteFile(filepath.Join(dir, "site.css.br"), []byte("brotli bytes"), 0o644)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	s := start(t, "--static", dir, app("core.ru"))
+
+	r := s.get(t, "/site.css")
+	equal(t, "body", r.body, "body { color: red }\n")
+	equal(t, "type", r.header.Get("Content-Type"), "text/css; charset=utf-8")
+	if r.header.Get("Etag") == "" || r.header.Get("Last-Modified") == "" {
+		t.Fatalf("no validators: %v", r.header)
+	}
+	r2 := s.do(t, "GET", "/site.css", nil, "If-None-Match", r.header.Get("Etag"))
+	equal(t, "conditional GET", r2.status, 304)
+	for enc, want := range map[string]string{"br": "brotli bytes", "gzip": "gzip bytes"} {
+		req, _ := http.NewRequest("GET", s.url+"/site.css", nil)
+		req.Header.Set("Accept-Encoding", enc)
+		res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		equal(t, enc+" variant", string(b), want)
+		equal(t, enc+" encoding", res.Header.Get("Content-Encoding"), enc)
+	}
+	// Not files: the app answers.
+	equal(t, "missing file", s.get(t, "/raw/hello").body, "hello world")
+	equal(t, "a directory", s.get(t, "/sub/").status, 404)
+	mustContain(t, "a directory goes to the app", s.get(t, "/sub/").body, "not found: /sub/")
+}
+
+// X-Sendfile (Rack::Sendfile, Rails' x_sendfile_header): Go sends the file
+// when it lies in a --sendfile-dir, refuses when it does not.
+func TestFrameworksXSendfile(t *testing.T) {
+	dir := t.TempDir()
+	inside := filepath.Join(dir, "report.txt")
+	os.WriteFile(inside, []byte("the report, sent by Go\n"), 0o644)
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	os.WriteFile(outside, []byte("secret"), 0o644)
+	t.Setenv("SENDFILE_INSIDE", inside)
+	t.Setenv("SENDFILE_OUTSIDE", outside)
+
+	s := start(t, "--sendfile-dir", dir, app("sendfile.ru"))
+	r := s.get(t, "/inside")
+	equal(t, "status", r.status, 200)
+	equal(t, "body", r.body, "the report, sent by Go\n")
+	equal(t, "length", r.header.Get("Content-Length"), "23")
+	equal(t, "the header is the server's business", r.header.Get("X-Sendfile"), "")
+	r = s.get(t, "/outside")
+	equal(t, "outside the directories", r.status, 500)
+	if strings.Contains(r.body, "secret") {
+		t.Fatal("a file outside the allowed directories was sent")
+	}
+	waitLog(t, s, "ruvoy: the app asked to send a file the server may not send (X-Sendfile)", "file", "secret.txt")
+
+	// Without --sendfile-dir the header passes through, as the app wrote it.
+	s = start(t, app("sendfile.ru"))
+	r = s.get(t, "/inside")
+	equal(t, "header passed through", r.header.Get("X-Sendfile"), inside)
+	equal(t, "empty body", r.body, "")
+}
+
+// X-Forwarded-* reach the app only from trusted proxies.
+func TestFrameworksTrustedProxies(t *testing.T) {
+	forwarded := []string{"X-Forwarded-For", "203.0.113.9", "X-Forwarded-Proto", "https"}
+	s := start(t, app("core.ru"))
+	env := envOf(t, s.do(t, "GET", "/env", nil, forwarded...).body)
+	expectEnv(t, env, map[string]any{"REMOTE_ADDR": "127.0.0.1", "rack.url_scheme": "http",
+		"HTTP_X_FORWARDED_FOR": nil, "HTTP_X_FORWARDED_PROTO": nil})
+
+	s = start(t, "--trusted-proxies", "127.0.0.1/32", app("core.ru"))
+	env = envOf(t, s.do(t, "GET", "/env", nil, forwarded...).body)
+	expectEnv(t, env, map[string]any{"REMOTE_ADDR": "203.0.113.9", "rack.url_scheme": "https",
+		"HTTP_X_FORWARDED_FOR": "203.0.113.9", "HTTP_X_FORWARDED_PROTO": "https"})
+}
+
+// `rackup -s ruvoy` and `rails server -u ruvoy` hand over to ruvoy.
+func TestFrameworksRackHandler(t *testing.T) {
+	lib, _ := filepath.Abs("../lib")
+	handlerEnv := []string{"RUBYLIB=" + lib, "RUVOY_BIN=" + binary(t)}
+
+	port := freePort(t)
+	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	s.url = "http://" + s.addr
+	s.cmd = exec.Command("rackup", "-s", "ruvoy", "-o", "127.0.0.1", "-p", port, "apps/core.ru")
+	s.cmd.Env = append(os.Environ(), handlerEnv...)
+	startCmd(t, s)
+	equal(t, "rackup -s ruvoy", s.get(t, "/raw/hello").body, "hello world")
+	mustContain(t, "exec'd ruvoy", s.stdout.String(), "serving "+mustAbs(t, "apps/core.ru"))
+
+	dir, env := railsApp(t)
+	port = freePort(t)
+	s = &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	s.url = "http://" + s.addr
+	s.cmd = exec.Command("bin/rails", "server", "-u", "ruvoy", "-b", "127.0.0.1", "-p", port)
+	s.cmd.Dir = dir
+	s.cmd.Env = append(append(os.Environ(), env...), handlerEnv...)
+	startCmd(t, s)
+	equal(t, "rails server -u ruvoy", s.get(t, "/articles").status, 200)
+	mustContain(t, "exec'd ruvoy", s.stdout.String(), "ruvoy 0.1.0")
+}
+
+func mustAbs(t *testing.T, p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// startCmd runs s.cmd and waits until it listens; stopped at the end.
+func startCmd(t *testing.T, s *server) {
+	t.Helper()
+	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", s.stdout, s.stderr)
+		}
+	})
+	s.waitReady(t)
+}
