@@ -33,7 +33,9 @@ func startPostgres(t *testing.T, name string) string {
 			t.Fatal("running as root, but there is no postgres user")
 		}
 		exec.Command("chown", pg.Uid+":"+pg.Gid, dir).Run()
-		as = func(args ...string) *exec.Cmd { return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...) }
+		as = func(args ...string) *exec.Cmd {
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+		}
 	}
 	port := freePort(t)
 	data := filepath.Join(dir, "data")

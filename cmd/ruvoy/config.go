@@ -34,6 +34,9 @@ func buildConfig(o *options) ([]byte, error) {
 	if len(o.sendfileDirs) > 0 {
 		handler["sendfile_dirs"] = o.sendfileDirs
 	}
+	if o.context {
+		handler["context"] = map[string]any{}
+	}
 	routes := []any{map[string]any{"handle": []any{handler}}}
 	if o.static != "" {
 		// Files that exist are served by Caddy; everything else (and any
@@ -57,6 +60,16 @@ func buildConfig(o *options) ([]byte, error) {
 		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 		"protocols":       protocols,
+		// Connection numbers for env["ruvoy.context"]; refusal of request
+		// smuggling shapes on cleartext HTTP/1.x (before TLS: TLS passes).
+		"listener_wrappers": []any{
+			map[string]any{"wrapper": "ruvoy_connection_ids"},
+			map[string]any{"wrapper": "ruvoy_http1_guard"},
+		},
+	}
+	apps := map[string]any{}
+	if o.tls() {
+		configureTLS(o, server, apps)
 	}
 	if len(o.trustedProxies) > 0 {
 		server["trusted_proxies"] = map[string]any{"source": "static", "ranges": o.trustedProxies}
@@ -81,11 +94,9 @@ func buildConfig(o *options) ([]byte, error) {
 			"config": map[string]any{"persist": false},
 		}
 	}
-	apps := map[string]any{
-		"http": map[string]any{
-			"grace_period": fmt.Sprintf("%ds", o.grace),
-			"servers":      map[string]any{"ruvoy": server},
-		},
+	apps["http"] = map[string]any{
+		"grace_period": fmt.Sprintf("%ds", o.grace),
+		"servers":      map[string]any{"ruvoy": server},
 	}
 	if len(o.clusters) > 0 {
 		clusters := map[string]any{}
@@ -114,4 +125,65 @@ func buildConfig(o *options) ([]byte, error) {
 		"apps":    apps,
 	}
 	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// configureTLS makes the server speak HTTPS: HTTP/1.1 and HTTP/2 by ALPN,
+// and HTTP/3 on the same port, with the certificate the options name.
+func configureTLS(o *options, server, apps map[string]any) {
+	server["protocols"] = []string{"h1", "h2", "h3"}
+	server["listener_wrappers"] = append(server["listener_wrappers"].([]any), map[string]any{"wrapper": "tls"})
+	policy := map[string]any{}
+	if o.tlsClientCA != "" {
+		policy["client_authentication"] = map[string]any{
+			"mode": "verify_if_given",
+			"ca":   map[string]any{"provider": "file", "pem_files": []string{o.tlsClientCA}},
+		}
+		// Caddy then wants the TLS server name to match the Host (421
+		// otherwise), which requests by IP cannot; with one policy for the
+		// whole server there is no other policy to slip past.
+		server["strict_sni_host"] = false
+	}
+	tls := map[string]any{}
+	switch {
+	case o.tlsCert != "":
+		tls["certificates"] = map[string]any{"load_files": []any{
+			map[string]any{"certificate": o.tlsCert, "key": o.tlsKey, "tags": []string{"ruvoy"}},
+		}}
+		// Whatever name the client asks for (or none, by IP): this one.
+		policy["certificate_selection"] = map[string]any{"any_tag": []string{"ruvoy"}}
+	case o.tlsInternal:
+		names := []string{"localhost", "127.0.0.1"}
+		if o.address != "127.0.0.1" && o.address != "localhost" && o.address != "0.0.0.0" && o.address != "::" {
+			names = append(names, o.address)
+		}
+		tls["certificates"] = map[string]any{"automate": names}
+		tls["automation"] = map[string]any{"policies": []any{map[string]any{
+			"subjects": names, "issuers": []any{map[string]any{"module": "internal"}},
+		}}}
+		// A local CA for development: its root is not put in the system's
+		// trust store (Caddy's data directory holds it, pki/authorities/local).
+		apps["pki"] = map[string]any{"certificate_authorities": map[string]any{"local": map[string]any{"install_trust": false}}}
+		policy["default_sni"] = "localhost"
+	case o.domain != "":
+		// Automatic HTTPS: Caddy gets and renews the certificate (ACME) and
+		// redirects port 80 to HTTPS.
+		server["automatic_https"] = map[string]any{}
+		routes := server["routes"].([]any)
+		for i, r := range routes {
+			route := r.(map[string]any)
+			matchers, _ := route["match"].([]any)
+			if len(matchers) == 0 {
+				matchers = []any{map[string]any{}}
+			}
+			for _, m := range matchers {
+				m.(map[string]any)["host"] = []string{o.domain}
+			}
+			route["match"] = matchers
+			routes[i] = route
+		}
+	}
+	server["tls_connection_policies"] = []any{policy}
+	if len(tls) > 0 {
+		apps["tls"] = tls
+	}
 }

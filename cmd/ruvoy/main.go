@@ -75,6 +75,6 @@ func serve(args []string) int {
 		}
 		return 1
 	}
-	fmt.Printf("%s: serving %s on http://%s\n", versionLine(), opts.rackupArg, opts.listen())
+	fmt.Printf("%s: serving %s on %s\n", versionLine(), opts.rackupArg, opts.url())
 	select {} // signals end the process (caddy.TrapSignals)
 }

@@ -15,7 +15,15 @@ const usage = `Usage: ruvoy [options] [config.ru]
     -p, --port PORT          Listen on PORT (default 8080, or $PORT when set)
     -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1)
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
+        --tls-cert FILE      Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN, and HTTP/3 on the same
+        --tls-key FILE       port) with this certificate and key (PEM)
+        --tls-client-ca FILE Ask clients for certificates signed by this CA (PEM); the app
+                             sees a verified one in env["ruvoy.context"]
+        --tls-internal       Serve HTTPS with a certificate from Caddy's own local CA
+        --domain NAME        Serve NAME over HTTPS on :443 with a certificate from Let's
+                             Encrypt (automatic HTTPS; needs a public DNS name)
         --h2c                Also accept cleartext HTTP/2 (prior knowledge and upgrade)
+        --context            Give the app env["ruvoy.context"] (connection, TLS, route)
         --cluster NAME=URL[,URL...]
                              Define an upstream cluster the app may call through
                              env["ruvoy.upstream"] (repeatable; http:// or https://)
@@ -66,11 +74,29 @@ type options struct {
 	rest                       []string // ARGV for the app
 	clusters                   []cluster
 	static                     string
+	tlsCert, tlsKey            string
+	tlsClientCA, domain        string
+	tlsInternal, context       bool
+	portGiven, addressGiven    bool
 	sendfileDirs               []string
 	trustedProxies             []string
 }
 
 func (o *options) listen() string { return net.JoinHostPort(o.address, o.port) }
+
+// url is where the banner says the app is served.
+func (o *options) url() string {
+	switch {
+	case o.domain != "":
+		if o.port == "443" {
+			return "https://" + o.domain
+		}
+		return "https://" + net.JoinHostPort(o.domain, o.port)
+	case o.tls():
+		return "https://" + o.listen()
+	}
+	return "http://" + o.listen()
+}
 
 // parseOptions reads GNU-style options: -p 80, -p80, --port 80, --port=80.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
@@ -110,8 +136,22 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		switch name {
 		case "-p", "--port":
 			o.port, err = takeValue()
+			o.portGiven = true
 		case "-a", "--address":
 			o.address, err = takeValue()
+			o.addressGiven = true
+		case "--tls-cert":
+			o.tlsCert, err = takeValue()
+		case "--tls-key":
+			o.tlsKey, err = takeValue()
+		case "--tls-client-ca":
+			o.tlsClientCA, err = takeValue()
+		case "--tls-internal":
+			o.tlsInternal = true
+		case "--context":
+			o.context = true
+		case "--domain":
+			o.domain, err = takeValue()
 		case "-e", "--environment":
 			o.environment, err = takeValue()
 		case "--admin-port":
@@ -183,6 +223,9 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			return nil, err
 		}
 	}
+	if err := o.checkTLS(); err != nil {
+		return nil, err
+	}
 	if err := checkPort("port", o.port); err != nil {
 		return nil, err
 	}
@@ -220,6 +263,44 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// tls says whether the server speaks HTTPS.
+func (o *options) tls() bool { return o.tlsCert != "" || o.tlsInternal || o.domain != "" }
+
+func (o *options) checkTLS() error {
+	switch {
+	case (o.tlsCert == "") != (o.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case o.tlsCert != "" && (o.tlsInternal || o.domain != ""):
+		return errors.New("--tls-cert, --tls-internal and --domain exclude each other")
+	case o.tlsInternal && o.domain != "":
+		return errors.New("--tls-internal and --domain exclude each other")
+	case o.tlsClientCA != "" && !o.tls():
+		return errors.New("--tls-client-ca needs HTTPS (--tls-cert, --tls-internal or --domain)")
+	}
+	for _, f := range []*string{&o.tlsCert, &o.tlsKey, &o.tlsClientCA} {
+		if *f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*f)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("no such file: %s", *f)
+		}
+		*f = abs
+	}
+	if o.domain != "" {
+		if !o.portGiven {
+			o.port = "443"
+		}
+		if !o.addressGiven {
+			o.address = "0.0.0.0"
+		}
+	}
+	return nil
 }
 
 // cluster is a --cluster NAME=URL[,URL...].

@@ -1,0 +1,263 @@
+package ruvoycaddy
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(HTTP1Guard{})
+}
+
+// HTTP1Guard is the listener wrapper caddy.listeners.ruvoy_http1_guard: it
+// refuses, with 400 and a closed connection, the cleartext HTTP/1.x
+// requests whose framing a proxy in front could read differently (request
+// smuggling): Transfer-Encoding with Content-Length, Transfer-Encoding on
+// HTTP/1.0, any Transfer-Encoding but a single "chunked", headers folded
+// onto continuation lines (obs-fold), and Content-Length values that are not
+// one number. Go's HTTP server accepts some of these by itself.
+//
+// It reads request heads before Go does and follows each message's framing
+// to find the next one. A refused head reaches Go as a malformed request
+// line, which Go answers with 400 and closes the connection after. TLS
+// connections (placed before the tls wrapper, it sees their handshake) and
+// HTTP/2 pass through untouched.
+type HTTP1Guard struct{}
+
+// CaddyModule returns the Caddy module information.
+func (HTTP1Guard) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "caddy.listeners.ruvoy_http1_guard",
+		New: func() caddy.Module { return new(HTTP1Guard) },
+	}
+}
+
+// WrapListener guards each accepted connection.
+func (HTTP1Guard) WrapListener(l net.Listener) net.Listener { return &guardListener{l} }
+
+type guardListener struct{ net.Listener }
+
+func (l *guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	return &guardConn{Conn: c}, nil
+}
+
+// Past this much head without its end the guard steps aside: Go refuses
+// heads that large itself.
+const maxGuardedHead = 1 << 20
+
+type guardState int
+
+const (
+	stateHead guardState = iota
+	stateBody
+	stateChunkSize
+	stateChunkData
+	stateChunkEnd
+	stateTrailer
+	statePassthrough
+)
+
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+type guardConn struct {
+	net.Conn
+	state guardState
+	in    []byte // read from the connection, not yet handed to Go
+	ready int    // bytes of in that Go may have
+	left  int64  // body or chunk bytes still to pass
+	first bool   // the first bytes were seen
+}
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	for c.ready == 0 {
+		if c.state == statePassthrough && len(c.in) == 0 {
+			return c.Conn.Read(p)
+		}
+		bufp := readBuffers.Get().(*[]byte)
+		n, err := c.Conn.Read(*bufp)
+		if n > 0 {
+			c.in = append(c.in, (*bufp)[:n]...)
+			c.advance()
+		}
+		readBuffers.Put(bufp)
+		if c.ready == 0 && err != nil {
+			if len(c.in) > 0 { // an incomplete head: let Go see it
+				c.ready = len(c.in)
+				break
+			}
+			return 0, err
+		}
+	}
+	n := copy(p, c.in[:c.ready])
+	c.in = c.in[n:]
+	c.ready -= n
+	return n, nil
+}
+
+// advance runs the framing machine over the bytes not yet handed out.
+func (c *guardConn) advance() {
+	for c.ready < len(c.in) {
+		rest := c.in[c.ready:]
+		if !c.first {
+			c.first = true
+			if rest[0] == 0x16 { // a TLS handshake
+				c.state = statePassthrough
+			}
+		}
+		switch c.state {
+		case statePassthrough:
+			c.ready = len(c.in)
+		case stateHead:
+			end := headEnd(rest)
+			if end < 0 {
+				if len(rest) > maxGuardedHead {
+					c.state = statePassthrough
+					continue
+				}
+				return // wait for the rest of the head
+			}
+			next, ok := checkHead(rest[:end])
+			if !ok {
+				// Go answers a request line it cannot parse with 400 and
+				// closes the connection: hand it one.
+				c.in = append(c.in[:c.ready], "REFUSED-BY-RUVOY\r\n\r\n"...)
+				c.ready = len(c.in)
+				c.state = statePassthrough
+				return
+			}
+			c.ready += end
+			c.state, c.left = next.state, next.length
+		case stateBody, stateChunkData:
+			n := int64(len(rest))
+			if n > c.left {
+				n = c.left
+			}
+			c.ready += int(n)
+			c.left -= n
+			if c.left == 0 {
+				if c.state == stateBody {
+					c.state = stateHead
+				} else {
+					c.state = stateChunkEnd
+				}
+			}
+		case stateChunkSize, stateChunkEnd, stateTrailer:
+			i := bytes.IndexByte(rest, '\n')
+			if i < 0 {
+				if len(rest) > 4096 {
+					c.state = statePassthrough // not chunked as we know it: Go decides
+				}
+				return
+			}
+			line := strings.TrimRight(string(rest[:i]), "\r")
+			c.ready += i + 1
+			switch c.state {
+			case stateChunkEnd:
+				c.state = stateChunkSize
+			case stateTrailer:
+				if line == "" {
+					c.state = stateHead
+				}
+			case stateChunkSize:
+				size, _, _ := strings.Cut(line, ";")
+				n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
+				switch {
+				case err != nil || n < 0:
+					c.state = statePassthrough // Go refuses a bad chunk itself
+				case n == 0:
+					c.state = stateTrailer
+				default:
+					c.state, c.left = stateChunkData, n
+				}
+			}
+		}
+	}
+}
+
+// headEnd is the length of the head at the start of b, through its blank
+// line, or -1 while incomplete.
+func headEnd(b []byte) int {
+	if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
+		if j := bytes.Index(b, []byte("\n\n")); j >= 0 && j < i {
+			return j + 2
+		}
+		return i + 4
+	}
+	if j := bytes.Index(b, []byte("\n\n")); j >= 0 {
+		return j + 2
+	}
+	return -1
+}
+
+type framing struct {
+	state  guardState
+	length int64
+}
+
+// checkHead judges a request head and says how its body is framed.
+func checkHead(head []byte) (framing, bool) {
+	lines := strings.Split(strings.TrimRight(string(head), "\r\n"), "\n")
+	request := strings.TrimRight(lines[0], "\r")
+	if strings.HasPrefix(request, "PRI * HTTP/2.0") {
+		return framing{state: statePassthrough}, true
+	}
+	http10 := strings.HasSuffix(request, " HTTP/1.0")
+	var te, cl []string
+	upgrade := false
+	for _, line := range lines[1:] {
+		line = strings.TrimRight(line, "\r")
+		if line == "" {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return framing{}, false // obs-fold
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue // Go refuses it itself
+		}
+		value = strings.TrimSpace(value)
+		switch strings.ToLower(name) {
+		case "transfer-encoding":
+			te = append(te, value)
+		case "content-length":
+			cl = append(cl, value)
+		case "upgrade":
+			upgrade = true
+		}
+	}
+	var length int64 = -1
+	for _, v := range cl {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || (length >= 0 && n != length) || strings.TrimLeft(v, "0123456789") != "" {
+			return framing{}, false
+		}
+		length = n
+	}
+	next := framing{state: stateHead}
+	switch {
+	case len(te) > 0:
+		if len(cl) > 0 || http10 || len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return framing{}, false
+		}
+		next.state = stateChunkSize
+	case length > 0:
+		next = framing{state: stateBody, length: length}
+	}
+	if upgrade && next.state == stateHead {
+		// After a protocol switch (h2c, WebSocket) the bytes are not HTTP/1.
+		next.state = statePassthrough
+	}
+	return next, true
+}
+
+var _ caddy.ListenerWrapper = HTTP1Guard{}
