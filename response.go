@@ -22,16 +22,16 @@ const headerFixedLen = 14
 // responder writes one request's response messages to its ResponseWriter.
 type responder struct {
 	w            http.ResponseWriter
-	sendfileDirs []string         // X-Sendfile may name files in these
+	sendfileDirs []string // X-Sendfile may name files in these
 	log          func(msg, path string)
 	ignoreBody   bool  // the server sent a file in the body's place
 	err          error // a write failed
-	rc        *http.ResponseController
-	wroteHead bool
-	ended     bool // the response is complete
-	reset     bool // the VM cut the body short
-	wantDone  bool // the VM waits for RV_IN_DONE
-	written   int  // body bytes written since the last credit
+	rc           *http.ResponseController
+	wroteHead    bool
+	ended        bool // the response is complete
+	reset        bool // the VM cut the body short
+	wantDone     bool // the VM waits for RV_IN_DONE
+	written      int  // body bytes written since the last credit
 }
 
 var errClientGone = errors.New("ruvoy: writing to the client failed")
