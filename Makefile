@@ -7,7 +7,7 @@ export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
 SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 
-.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck stress-short bench clean
+.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck stress-short bench gem clean
 
 all: ruvoy
 
@@ -54,5 +54,18 @@ test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short
 bench: setup-test ruvoy
 	bench/run
 
+# The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
+# handler. pkg/ruvoy-VERSION-PLATFORM.gem
+gem: $(SOURCES)
+	rm -rf pkg/gem && mkdir -p pkg/gem/libexec pkg/gem/lib/ruvoy pkg/gem/lib/rack/handler
+	cp gem/ruvoy.gemspec README.md pkg/gem/
+	cp -r gem/exe pkg/gem/
+	$(GO) build -ldflags "-s -w" -o pkg/gem/libexec/ruvoy ./cmd/ruvoy
+	ruby -e 'c = RbConfig::CONFIG; puts [c["ruby_version"], Gem::Platform.local.to_s, c["arch"]].join(" ")' > pkg/gem/libexec/RUBY_ABI
+	cp gem/ruvoy.rb pkg/gem/lib/
+	cp lib/ruvoy/version.rb pkg/gem/lib/ruvoy/
+	cp lib/rack/handler/ruvoy.rb pkg/gem/lib/rack/handler/
+	cd pkg/gem && gem build --quiet ruvoy.gemspec && mv ruvoy-*.gem ..
+
 clean:
-	rm -f ruvoy ruvoy-race ruvoy-cgocheck2
+	rm -rf ruvoy ruvoy-race ruvoy-cgocheck2 pkg

@@ -74,8 +74,11 @@ func (rt *Runtime) Serving() bool { return rt.apps.Load() > 0 }
 // RubyVersion is the version of the libruby this binary runs.
 func RubyVersion() string { return C.GoString(C.rv_ruby_version()) }
 
-// RubyPlatform is the platform libruby was built for (its ABI).
+// RubyPlatform is the platform the libruby loaded was built for.
 func RubyPlatform() string { return C.GoString(C.rv_ruby_platform()) }
+
+// BuiltABI is the Ruby ABI this binary was compiled for: "3.1.0 x86_64-linux-gnu".
+func BuiltABI() string { return C.GoString(C.rv_built_abi()) }
 
 // Start boots the VM once per process and returns it.
 func Start(o Options) (*Runtime, error) {

@@ -113,5 +113,6 @@ uint64_t rv_monotonic_ns(void);
 const char *rv_header_name(int code);
 const char *rv_ruby_version(void);
 const char *rv_ruby_platform(void);
+const char *rv_built_abi(void);
 
 #endif

@@ -334,3 +334,11 @@ const char *rv_ruby_platform(void)
 {
     return ruby_platform;
 }
+
+/* The Ruby ABI this binary was compiled against (ruby_version, arch). */
+const char *rv_built_abi(void)
+{
+#define RV_STR2(x) #x
+#define RV_STR(x) RV_STR2(x)
+    return RV_STR(RUBY_API_VERSION_MAJOR) "." RV_STR(RUBY_API_VERSION_MINOR) ".0 " RUBY_PLATFORM;
+}

@@ -8,8 +8,10 @@ case "$1" in
 cflags)
   exec "$ruby" -rrbconfig -e 'c = RbConfig::CONFIG; puts "-I#{c["rubyarchhdrdir"]} -I#{c["rubyhdrdir"]}"' ;;
 ldflags)
+  # The directory that holds libruby: libdir, or archlibdir on Debian.
   exec "$ruby" -rrbconfig -e 'c = RbConfig::CONFIG
-    puts ["-L#{c["libdir"]}", "-Wl,-rpath,#{c["libdir"]}", c["LIBRUBYARG_SHARED"], c["LIBS"]].join(" ").split.join(" ")' ;;
+    dir = [c["libdir"], c["archlibdir"]].compact.find { |d| File.exist?(File.join(d, c["LIBRUBY_SO"])) } || c["libdir"]
+    puts ["-L#{dir}", "-Wl,-rpath,#{dir}", c["LIBRUBYARG_SHARED"], c["LIBS"]].join(" ").split.join(" ")' ;;
 *)
   echo "usage: $0 cflags|ldflags" >&2; exit 2 ;;
 esac

@@ -44,7 +44,7 @@ func serve(args []string) int {
 	}
 	if opts.version {
 		fmt.Println(versionLine())
-		fmt.Printf("ruby platform %s\n", ruvoy.RubyPlatform())
+		fmt.Printf("built for Ruby ABI %s; running libruby %s (%s)\n", ruvoy.BuiltABI(), ruvoy.RubyVersion(), ruvoy.RubyPlatform())
 		return 0
 	}
 	cfg, err := buildConfig(opts)
