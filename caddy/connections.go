@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 func init() {
@@ -24,6 +25,16 @@ func (ConnectionIDs) CaddyModule() caddy.ModuleInfo {
 		ID:  "caddy.listeners.ruvoy_connection_ids",
 		New: func() caddy.Module { return new(ConnectionIDs) },
 	}
+}
+
+// UnmarshalCaddyfile reads the wrapper's name; it takes no options
+// (servers { listener_wrappers { ruvoy_connection_ids } }).
+func (*ConnectionIDs) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
 }
 
 // WrapListener numbers each connection the listener accepts.
@@ -72,4 +83,7 @@ func connectionID(r *http.Request) (uint64, bool) {
 	return id.(uint64), true
 }
 
-var _ caddy.ListenerWrapper = ConnectionIDs{}
+var (
+	_ caddy.ListenerWrapper = ConnectionIDs{}
+	_ caddyfile.Unmarshaler = (*ConnectionIDs)(nil)
+)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 func init() {
@@ -35,6 +36,16 @@ func (HTTP1Guard) CaddyModule() caddy.ModuleInfo {
 		ID:  "caddy.listeners.ruvoy_http1_guard",
 		New: func() caddy.Module { return new(HTTP1Guard) },
 	}
+}
+
+// UnmarshalCaddyfile reads the wrapper's name; it takes no options
+// (servers { listener_wrappers { ruvoy_http1_guard tls } }).
+func (*HTTP1Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
 }
 
 // WrapListener guards each accepted connection.
@@ -260,4 +271,7 @@ func checkHead(head []byte) (framing, bool) {
 	return next, true
 }
 
-var _ caddy.ListenerWrapper = HTTP1Guard{}
+var (
+	_ caddy.ListenerWrapper = HTTP1Guard{}
+	_ caddyfile.Unmarshaler = (*HTTP1Guard)(nil)
+)

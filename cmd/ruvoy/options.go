@@ -22,7 +22,7 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --tls-internal       Serve HTTPS with a certificate from Caddy's own local CA
         --domain NAME        Serve NAME over HTTPS on :443 with a certificate from Let's
                              Encrypt (automatic HTTPS; needs a public DNS name)
-        --h2c                Also accept cleartext HTTP/2 (prior knowledge and upgrade)
+        --h2c                Also accept cleartext HTTP/2 (by prior knowledge)
         --context            Give the app env["ruvoy.context"] (connection, TLS, route)
         --cluster NAME=URL[,URL...]
                              Define an upstream cluster the app may call through
@@ -46,7 +46,7 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --access-log         Log every request (to stdout)
         --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
         --print-config       Print the generated Caddy JSON configuration and exit
-    -v, --version            Print versions (ruvoy, ruby, caddy) and exit
+    -v, --version            Print versions (ruvoy, ruby, caddy, the Ruby ABI built for) and exit
     -h, --help
 
 config.ru defaults to ./config.ru.
