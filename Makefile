@@ -51,7 +51,11 @@ stress-short: ruvoy
 
 test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short
 
-bench: setup-test ruvoy
+# The runtime under plain net/http, without Caddy: a benchmark diagnostic.
+ruvoy-nethttp: $(SOURCES)
+	$(GO) build -o $@ ./bench/nethttp
+
+bench: setup-test ruvoy ruvoy-nethttp
 	bench/run
 
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
@@ -68,4 +72,4 @@ gem: $(SOURCES)
 	cd pkg/gem && gem build --quiet ruvoy.gemspec && mv ruvoy-*.gem ..
 
 clean:
-	rm -rf ruvoy ruvoy-race ruvoy-cgocheck2 pkg
+	rm -rf ruvoy ruvoy-race ruvoy-cgocheck2 ruvoy-nethttp pkg

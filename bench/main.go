@@ -1,12 +1,13 @@
 // Command bench runs ruvoy and its peers side by side in one run and prints
-// medians and ratios per scenario:
+// medians, ratios and a verdict per scenario:
 //
-//	go run ./bench [-rounds 5] [-duration 5s] [-servers ruvoy,puma-5,puma-100] [-scenarios noop,ttfb,upload]
+//	bench/run [-rounds 5] [-duration 5s] [-servers ruvoy,puma-5,...] [-scenarios noop,h2,...]
 //
-// Each round starts every server afresh, in an order rotated every round,
-// warms it up, and measures each scenario. A measurement with socket errors
-// or non-2xx answers counts as no data. Raw load-generator output and a
-// summary.md go to bench/results/<date>/.
+// Each round starts every server afresh for each fixture, in an order
+// rotated every round, warms it up, and measures each scenario while
+// sampling the server's CPU and memory. A measurement with socket errors or
+// non-2xx answers counts as no data. Raw load-generator output, server logs,
+// summary.md and chart.svg go to bench/results/<date>/.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -22,9 +24,8 @@ import (
 var (
 	rounds      = flag.Int("rounds", 5, "rounds per server and scenario")
 	duration    = flag.Duration("duration", 5*time.Second, "load duration per measurement")
-	onlyServers = flag.String("servers", "ruvoy,puma-5,puma-100", "servers, comma-separated: "+strings.Join(serverNames(), ","))
-	onlyScen    = flag.String("scenarios", "noop,ttfb,upload,wait50,block50,block50-offload,rails-json",
-		"scenarios, comma-separated: "+strings.Join(scenarioNames(), ","))
+	onlyServers = flag.String("servers", strings.Join(serverNames(), ","), "servers, comma-separated")
+	onlyScen    = flag.String("scenarios", strings.Join(scenarioNames(), ","), "scenarios, comma-separated")
 )
 
 func main() {
@@ -33,21 +34,45 @@ func main() {
 	check(err)
 	servers := pick(*onlyServers, serverByName)
 	scens := pick(*onlyScen, scenarioByName)
-	out := filepath.Join(root, "bench", "results", time.Now().Format("2006-01-02T150405"))
+	started := time.Now()
+	out := filepath.Join(root, "bench", "results", started.Format("2006-01-02T150405"))
 	check(os.MkdirAll(out, 0o755))
 	check(buildBlockingExt(root))
-	run := &runner{root: root, out: out, results: map[key][]sample{}}
-
-	fmt.Printf("%d rounds, server order rotated each round; raw output in %s\n", *rounds, out)
+	run := &runner{root: root, out: out, started: started, results: map[key][]sample{},
+		restRSS: map[string][]float64{}, thinWraps: map[string]string{}}
+	run.cert, run.key = selfSignedCert(out)
+	machine := describeMachine()
+	fmt.Printf("%s\n%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",
+		machine, *rounds, *duration, out, judgement)
 	for r := 0; r < *rounds; r++ {
 		for i := range servers {
-			srv := servers[(i+r)%len(servers)]
-			run.round(r, srv, scens)
+			run.round(r, servers[(i+r)%len(servers)], scens)
 		}
 	}
-	summary := run.summary(servers, scens)
+	summary := run.summary(machine, servers, scens)
 	fmt.Print("\n" + summary)
 	check(os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644))
+	check(os.WriteFile(filepath.Join(out, "chart.svg"), []byte(run.chart(servers, scens)), 0o644))
+}
+
+// describeMachine names what the figures depend on.
+func describeMachine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				model = strings.TrimSpace(line[strings.Index(line, ":")+1:])
+				break
+			}
+		}
+	}
+	cmd := func(name string, args ...string) string {
+		out, _ := exec.Command(name, args...).CombinedOutput()
+		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	rev := cmd("git", "rev-parse", "--short", "HEAD")
+	return fmt.Sprintf("Machine: %s, %d CPUs, %s; %s; %s; %s; ruvoy at %s. Load generators (wrk, h2load, a Go client) run on the same host.",
+		model, runtime.NumCPU(), cmd("uname", "-sr"), cmd("ruby", "-v"), runtime.Version(), cmd("h2load", "--version"), rev)
 }
 
 // buildBlockingExt builds test/ext/blocking for the block50 fixtures and

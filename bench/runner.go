@@ -6,9 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -18,14 +16,21 @@ type sample struct {
 	ok            bool
 	lowerIsBetter bool
 	note          string
+	requests      float64 // completed in the measurement
+	usage
 }
 
 type key struct{ server, scenario string }
 
 type runner struct {
-	root, out string
-	results   map[key][]sample
-	rails     *fixture // examples/rails, prepared when a scenario needs it
+	root, out  string
+	started    time.Time
+	cert, key  string
+	results    map[key][]sample
+	restRSS    map[string][]float64 // MiB after start and warm-up, before load
+	rails      *fixture             // examples/rails, prepared when a scenario needs it
+	thinWraps  map[string]string    // rackup -> its Rack::ContentLength wrapper
+	sawFailure bool
 }
 
 // A fixture is a rackup the servers run, in its directory, with its env.
@@ -34,32 +39,56 @@ type fixture struct {
 	env         []string
 }
 
-// round starts srv once per fixture and measures its scenarios.
+// group is the scenarios one server start serves: same fixture, TLS or
+// not, pinned or not.
+type group struct {
+	app         string
+	tls, pinned bool
+}
+
 func (r *runner) round(n int, srv server, scens []scenario) {
-	byApp := map[string][]scenario{}
-	var apps []string
+	var order []group
+	byGroup := map[group][]scenario{}
 	for _, sc := range scens {
-		if _, seen := byApp[sc.app]; !seen {
-			apps = append(apps, sc.app)
+		if !srv.runs(sc) {
+			continue
 		}
-		byApp[sc.app] = append(byApp[sc.app], sc)
+		g := group{sc.app, sc.tls, sc.pinned}
+		if _, seen := byGroup[g]; !seen {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], sc)
 	}
-	for _, app := range apps {
+	for _, g := range order {
 		f := &fixture{dir: r.root, rackup: filepath.Join(r.root, "bench/apps/bench.ru")}
-		if app == "rails" {
+		if g.app == "rails" {
 			f = r.railsFixture()
 		}
-		r.serve(n, srv, f, byApp[app])
+		r.serve(n, srv, f, g, byGroup[g])
 	}
 }
 
-func (r *runner) serve(n int, srv server, f *fixture, scens []scenario) {
-	port := freePort()
-	cmd := srv.cmd(r.root, port, f.rackup)
+func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario) {
+	l := launch{root: r.root, out: r.out, port: freePort(), backend: freePort(), rackup: f.rackup,
+		tls: g.tls, cert: r.cert, key: r.key, thinRackup: r.thinWrap(f.rackup)}
+	cmd := srv.start(l)
+	if cmd == nil {
+		return // cannot serve this group (no TLS): n/a in the summary
+	}
+	if g.pinned {
+		cmd = exec.Command("taskset", append([]string{"-c", "1", cmd.Path}, cmd.Args[1:]...)...)
+	}
 	cmd.Dir = f.dir
 	cmd.Env = append(append(os.Environ(), "RACK_ENV=production"), f.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logf, _ := os.Create(filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.log", srv.name, filepath.Base(f.dir), n+1)))
+	tag := fmt.Sprintf("%s-%s", srv.name, filepath.Base(f.dir))
+	if g.tls {
+		tag += "-tls"
+	}
+	if g.pinned {
+		tag += "-pinned"
+	}
+	logf, _ := os.Create(filepath.Join(r.out, fmt.Sprintf("%s-round%d.log", tag, n+1)))
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -67,22 +96,56 @@ func (r *runner) serve(n int, srv server, f *fixture, scens []scenario) {
 		return
 	}
 	defer stop(cmd)
-	url := "http://127.0.0.1:" + port
-	if !waitListening("127.0.0.1:" + port) {
-		fmt.Printf("round %d %s: did not start\n", n+1, srv.label)
+	scheme := "http"
+	if g.tls {
+		scheme = "https"
+	}
+	url := scheme + "://127.0.0.1:" + l.port
+	if !waitListening("127.0.0.1:" + l.port) {
+		fmt.Printf("round %d %s: did not start (see %s)\n", n+1, srv.label, logf.Name())
+		for _, sc := range scens {
+			r.record(srv, sc, sample{note: "did not start"})
+		}
 		return
 	}
-	wrkRun(url+scens[0].warmPath(), 20, 2*time.Second, "") // warm-up
+	wrkRun(g.pinned, url+scens[0].warmPath(), 20, 2*time.Second, "") // warm-up
+	if g == (group{}) {
+		_, rss := groupStat(cmd.Process.Pid)
+		r.restRSS[srv.name] = append(r.restRSS[srv.name], rss)
+	}
 	for _, sc := range scens {
 		raw := filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.txt", sc.name, srv.name, n+1))
-		s := sc.measure(url, raw)
-		r.results[key{srv.name, sc.name}] = append(r.results[key{srv.name, sc.name}], s)
+		smp := startSampler(cmd.Process.Pid)
+		s := sc.measure(target{url: url, raw: raw, pinned: g.pinned, closes: srv.closes})
+		s.usage = smp.finish()
+		r.record(srv, sc, s)
 		unit := "req/s"
 		if s.lowerIsBetter {
 			unit = "ms"
 		}
-		fmt.Printf("round %d  %-8s %-22s %10.2f %s  p99 %8.2f ms %s\n", n+1, sc.name, srv.label, s.value, unit, s.p99ms, s.note)
+		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB %s\n",
+			n+1, sc.name, srv.label, s.value, unit, s.p99ms, s.cpuPct, s.maxRSS, s.note)
 	}
+}
+
+func (r *runner) record(srv server, sc scenario, s sample) {
+	if !s.ok {
+		r.sawFailure = true
+	}
+	r.results[key{srv.name, sc.name}] = append(r.results[key{srv.name, sc.name}], s)
+}
+
+// thinWrap writes a rackup that serves rackup behind Rack::ContentLength,
+// without which Thin closes every connection.
+func (r *runner) thinWrap(rackup string) string {
+	if w, ok := r.thinWraps[rackup]; ok {
+		return w
+	}
+	w := filepath.Join(r.out, fmt.Sprintf("thin-%d.ru", len(r.thinWraps)))
+	src := fmt.Sprintf("require \"rack\"\nuse Rack::ContentLength\nrun Rack::Builder.parse_file(%q).first\n", rackup)
+	check(os.WriteFile(w, []byte(src), 0o644))
+	r.thinWraps[rackup] = w
+	return w
 }
 
 func stop(cmd *exec.Cmd) {
@@ -95,109 +158,8 @@ func stop(cmd *exec.Cmd) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-}
-
-func (r *runner) summary(servers []server, scens []scenario) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Medians of %d rounds (relative standard deviation); ratios are ruvoy over each peer.\n\n", *rounds)
-	for _, sc := range scens {
-		fmt.Fprintf(&b, "### %s\n\n| server | median | rsd | p99 ms | ruvoy vs it |\n|---|---|---|---|---|\n", sc.label)
-		med := map[string][2]float64{}
-		for _, srv := range servers {
-			var vals, p99s []float64
-			failed := 0
-			for _, s := range r.results[key{srv.name, sc.name}] {
-				if s.ok {
-					vals = append(vals, s.value)
-					p99s = append(p99s, s.p99ms)
-				} else {
-					failed++
-				}
-			}
-			if len(vals) == 0 {
-				fmt.Fprintf(&b, "| %s | no data (%d failed) | | | |\n", srv.label, failed)
-				continue
-			}
-			med[srv.name] = [2]float64{median(vals), median(p99s)}
-		}
-		for _, srv := range servers {
-			m, ok := med[srv.name]
-			if !ok {
-				continue
-			}
-			var vals []float64
-			for _, s := range r.results[key{srv.name, sc.name}] {
-				if s.ok {
-					vals = append(vals, s.value)
-				}
-			}
-			ratio := ""
-			if rv, ok := med["ruvoy"]; ok && srv.name != "ruvoy" {
-				if sc.name == "ttfb" {
-					ratio = fmt.Sprintf("%.2fx faster first byte", m[0]/rv[0])
-				} else {
-					ratio = fmt.Sprintf("%.2fx throughput, p99 %.2fx", rv[0]/m[0], rv[1]/m[1])
-				}
-			}
-			fmt.Fprintf(&b, "| %s | %.2f | %.1f%% | %.2f | %s |\n", srv.label, m[0], rsd(vals)*100, m[1], ratio)
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-// ---- wrk ----
-
-func wrk(raw, url string, conns int, script string) sample {
-	out := wrkRun(url, conns, *duration, script)
-	os.WriteFile(raw, []byte(out), 0o644)
-	return parseWrk(out)
-}
-
-func wrkRun(url string, conns int, d time.Duration, script string) string {
-	args := []string{"-t1", fmt.Sprintf("-c%d", conns), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency", "--timeout", "10s"}
-	if script != "" {
-		args = append(args, "-s", script)
-	}
-	out, _ := exec.Command("wrk", append(args, url)...).CombinedOutput()
-	return string(out)
-}
-
-var (
-	rpsRe    = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
-	p99Re    = regexp.MustCompile(`\s99%\s+([\d.]+)(us|ms|s)`)
-	errorsRe = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
-	non2xxRe = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
-)
-
-func parseWrk(out string) sample {
-	var s sample
-	if m := rpsRe.FindStringSubmatch(out); m != nil {
-		s.value, _ = strconv.ParseFloat(m[1], 64)
-	}
-	if m := p99Re.FindStringSubmatch(out); m != nil {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		switch m[2] {
-		case "us":
-			v /= 1000
-		case "s":
-			v *= 1000
-		}
-		s.p99ms = v
-	}
-	s.ok = s.value > 0
-	if m := errorsRe.FindStringSubmatch(out); m != nil {
-		s.ok = false
-		s.note = "socket errors (connect/read/write/timeout): " + strings.Join(m[1:], "/")
-	}
-	if m := non2xxRe.FindStringSubmatch(out); m != nil {
-		s.ok = false
-		s.note += " non-2xx: " + m[1]
-	}
-	if !s.ok && s.note == "" {
-		s.note = "no result"
-	}
-	return s
+	// Proxies' backends and nginx workers are in the group too.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
 func freePort() string {
@@ -217,3 +179,5 @@ func waitListening(addr string) bool {
 	}
 	return false
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,34 +11,52 @@ import (
 	"time"
 )
 
-// A scenario: a load against one path of bench/apps/bench.ru, giving a
-// throughput (or, for ttfb, requests measured) and a p99 in ms.
+// A scenario: a load against one path of a fixture, giving a throughput
+// (or, for ttfb, milliseconds) and a p99 in ms.
 type scenario struct {
 	name, label string
-	measure     func(url, raw string) sample
-	app         string // the fixture it runs against: "bench" (default) or "rails"
+	measure     func(t target) sample
+	app         string // the fixture: "" for bench/apps/bench.ru, "rails"
+	tls         bool   // the server terminates TLS
+	h2          bool   // needs HTTP/2
+	pinned      bool   // server on CPU 1, load generator on CPU 0
+}
+
+// target is where a measurement sends its load and writes its raw output.
+type target struct {
+	url, raw string
+	pinned   bool
+	closes   bool // see server.closes
 }
 
 var scenarios = []scenario{
-	{"noop", "no-op, HTTP/1.1, 100 connections", func(url, raw string) sample {
-		return wrk(raw, url+"/", 100, "")
-	}, ""},
-	{"upload", "256 KiB uploads, 10 connections", func(url, raw string) sample {
-		return wrk(raw, url+"/upload", 10, uploadScript())
-	}, ""},
-	{"ttfb", "time to first byte of a streamed response (p50/p99 ms)", ttfb, ""},
-	{"wait50", "app sleeps 50 ms (scheduler-aware), 100 connections", func(url, raw string) sample {
-		return wrk(raw, url+"/wait50", 100, "")
-	}, ""},
-	{"block50", "50 ms blocking C call on the request's thread, 100 connections", func(url, raw string) sample {
-		return wrk(raw, url+"/block50", 100, "")
-	}, ""},
-	{"block50-offload", "50 ms blocking C call, Ruvoy.offload under ruvoy, 100 connections", func(url, raw string) sample {
-		return wrk(raw, url+"/block50-offload", 100, "")
-	}, ""},
-	{"rails-json", "Rails 6.1 JSON show (examples/rails, SQLite), 20 connections", func(url, raw string) sample {
-		return wrk(raw, url+"/articles/1.json", 20, "")
-	}, "rails"},
+	{name: "noop", label: "no-op, HTTP/1.1, 100 connections", measure: func(t target) sample {
+		return wrk(t, "/", 100, "")
+	}},
+	{name: "noop-pinned", label: "no-op, HTTP/1.1, 100 connections, pinned (server CPU 1, wrk CPU 0)", pinned: true,
+		measure: func(t target) sample { return wrk(t, "/", 100, "") }},
+	{name: "h2", label: "no-op, HTTP/2 over TLS (h2load), 100 connections", tls: true, h2: true, measure: h2load},
+	{name: "tls", label: "no-op, HTTP/1.1 over TLS 1.3, 100 connections", tls: true, measure: func(t target) sample {
+		return wrk(t, "/", 100, "")
+	}},
+	{name: "wait200", label: "app sleeps 200 ms, 100 connections", measure: func(t target) sample {
+		return wrk(t, "/wait200", 100, "")
+	}},
+	{name: "block50", label: "50 ms blocking C call on the request's thread, 100 connections", measure: func(t target) sample {
+		return wrk(t, "/block50", 100, "")
+	}},
+	{name: "block50-offload", label: "50 ms blocking C call, in Ruvoy.offload under ruvoy, 100 connections", measure: func(t target) sample {
+		return wrk(t, "/block50-offload", 100, "")
+	}},
+	{name: "upload", label: "256 KiB uploads, 10 connections", measure: func(t target) sample {
+		return wrk(t, "/upload", 10, uploadScript())
+	}},
+	{name: "1mib", label: "1 MiB responses, 10 connections", measure: func(t target) sample {
+		return wrk(t, "/1mib", 10, "")
+	}},
+	{name: "ttfb", label: "time to first byte of a streamed response, ms (lower is better)", measure: ttfb},
+	{name: "rails-json", label: "Rails 6.1 JSON show (examples/rails, SQLite), 20 connections", app: "rails",
+		measure: func(t target) sample { return wrk(t, "/articles/1.json", 20, "") }},
 }
 
 func scenarioNames() []string {
@@ -63,19 +82,20 @@ func uploadScript() string {
 wrk.body = string.rep("x", 262144)
 wrk.headers["Content-Type"] = "application/octet-stream"
 `
-	os.WriteFile(path, []byte(script), 0o644)
+	check(os.WriteFile(path, []byte(script), 0o644))
 	return path
 }
 
 // ttfb asks for /stream one request at a time for the duration and reports
 // the median time to first byte as value and its p99.
-func ttfb(url, raw string) sample {
-	c := &http.Client{Timeout: 10 * time.Second}
+func ttfb(t target) sample {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	var times []float64
 	deadline := time.Now().Add(*duration)
 	for time.Now().Before(deadline) {
 		began := time.Now()
-		res, err := c.Get(url + "/stream")
+		res, err := c.Get(t.url + "/stream")
 		if err != nil {
 			return sample{note: err.Error()}
 		}
@@ -90,9 +110,10 @@ func ttfb(url, raw string) sample {
 		times = append(times, float64(first.Microseconds())/1000)
 	}
 	sort.Float64s(times)
-	line := fmt.Sprintf("ttfb %d requests p50 %.3f ms p99 %.3f ms\n", len(times), median(times), times[len(times)*99/100])
-	os.WriteFile(raw, []byte(line), 0o644)
-	return sample{value: median(times), p99ms: times[len(times)*99/100], ok: true, lowerIsBetter: true}
+	p99 := times[len(times)*99/100]
+	line := fmt.Sprintf("ttfb %d requests p50 %.3f ms p99 %.3f ms\n", len(times), median(times), p99)
+	os.WriteFile(t.raw, []byte(line), 0o644)
+	return sample{value: median(times), p99ms: p99, ok: true, lowerIsBetter: true, requests: float64(len(times))}
 }
 
 // warmPath is what the warm-up asks for before a fixture's scenarios run.

@@ -3,24 +3,125 @@ package main
 import (
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
-// A server under test: how to start it on a port with a rackup.
+// launch is everything a server needs to start for one fixture.
+type launch struct {
+	root, out    string // the checkout, this run's results folder
+	port         string
+	backend      string // a second free port, for a proxy's Puma
+	rackup       string
+	tls          bool   // terminate TLS (cert and key below)
+	cert, key    string // PEM files
+	thinRackup   string // rackup wrapped in Rack::ContentLength
+	fixtureLabel string
+}
+
+// A server under test. start returns nil when the server cannot serve the
+// launch (no TLS support): its cell is reported as not applicable.
 type server struct {
 	name, label string
-	cmd         func(root, port, rackup string) *exec.Cmd
+	ruby        bool // a Ruby server (a peer in the targets)
+	h2          bool // speaks HTTP/2 over TLS
+	// closes: the server closes every connection after its answer (no
+	// keep-alive). wrk counts each such close as a read error.
+	closes bool
+	only   []string // when set, the only scenarios it runs
+	start  func(l launch) *exec.Cmd
+}
+
+func (s server) runs(sc scenario) bool {
+	if len(s.only) > 0 {
+		for _, n := range s.only {
+			if n == sc.name {
+				return true
+			}
+		}
+		return false
+	}
+	return !sc.h2 || s.h2
 }
 
 var servers = []server{
-	{"ruvoy", "ruvoy", func(root, port, rackup string) *exec.Cmd {
-		return exec.Command(filepath.Join(root, "ruvoy"), "-e", "production", "-p", port, rackup)
+	{name: "ruvoy", label: "ruvoy", h2: true, start: func(l launch) *exec.Cmd {
+		args := []string{"-e", "production", "-p", l.port}
+		if l.tls {
+			args = append(args, "--tls-cert", l.cert, "--tls-key", l.key)
+		}
+		return exec.Command(filepath.Join(l.root, "ruvoy"), append(args, l.rackup)...)
 	}},
-	{"puma-5", "puma -t 5 (single)", func(root, port, rackup string) *exec.Cmd {
-		return exec.Command("puma", "-e", "production", "-t", "5:5", "-b", "tcp://127.0.0.1:"+port, rackup)
+	{name: "puma-5", label: "puma -t 5", ruby: true, start: func(l launch) *exec.Cmd { return puma(l, 5, l.port) }},
+	{name: "puma-100", label: "puma -t 100", ruby: true, start: func(l launch) *exec.Cmd { return puma(l, 100, l.port) }},
+	{name: "thin", label: "thin + ContentLength", ruby: true, start: func(l launch) *exec.Cmd {
+		args := []string{"-e", "production", "-a", "127.0.0.1", "-p", l.port, "-R", l.thinRackup}
+		if l.tls {
+			args = append(args, "--ssl", "--ssl-cert-file", l.cert, "--ssl-key-file", l.key)
+		}
+		return exec.Command("thin", append(args, "start")...)
 	}},
-	{"puma-100", "puma -t 100 (single)", func(root, port, rackup string) *exec.Cmd {
-		return exec.Command("puma", "-e", "production", "-t", "100:100", "-b", "tcp://127.0.0.1:"+port, rackup)
+	{name: "unicorn", label: "unicorn (1 worker)", ruby: true, closes: true, start: func(l launch) *exec.Cmd {
+		if l.tls {
+			return nil // unicorn has no TLS
+		}
+		return exec.Command("unicorn", "-E", "production", "-l", "127.0.0.1:"+l.port, l.rackup)
 	}},
+	{name: "async-http", label: "async-http + Rack adapter", ruby: true, h2: true, start: func(l launch) *exec.Cmd {
+		args := []string{filepath.Join(l.root, "bench/servers/async_http_rack.rb"), l.port, l.rackup}
+		if l.tls {
+			args = append(args, l.cert, l.key)
+		}
+		return exec.Command("ruby", args...)
+	}},
+	{name: "nginx-puma", label: "nginx -> puma -t 5", h2: true, start: func(l launch) *exec.Cmd {
+		return behindProxy(l, nginxConfig(l))
+	}},
+	{name: "caddy-puma", label: "caddy -> puma -t 5", h2: true, start: func(l launch) *exec.Cmd {
+		return behindProxy(l, caddyConfig(l, map[string]any{
+			"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": "127.0.0.1:" + l.backend}},
+		}))
+	}},
+	// The ceiling: Caddy answering by itself under ruvoy's server config.
+	{name: "caddy-static", label: "caddy static_response", h2: true,
+		only: []string{"noop", "noop-pinned", "tls", "h2"}, start: func(l launch) *exec.Cmd {
+			return caddyConfig(l, map[string]any{
+				"handler": "static_response", "body": "hello world\n",
+				"headers": map[string][]string{"Content-Type": {"text/plain"}},
+			})
+		}},
+	// The diagnostic: ruvoy's runtime under plain net/http, no Caddy.
+	{name: "ruvoy-nethttp", label: "ruvoy runtime, net/http", only: []string{"noop", "noop-pinned"},
+		start: func(l launch) *exec.Cmd {
+			return exec.Command(filepath.Join(l.root, "ruvoy-nethttp"), "-addr", "127.0.0.1:"+l.port, l.rackup)
+		}},
+}
+
+func puma(l launch, threads int, port string) *exec.Cmd {
+	bind := "tcp://127.0.0.1:" + port
+	if l.tls && port == l.port {
+		bind = "ssl://127.0.0.1:" + port + "?cert=" + l.cert + "&key=" + l.key + "&verify_mode=none"
+	}
+	t := itoa(threads)
+	return exec.Command("puma", "-e", "production", "-t", t+":"+t, "-b", bind, l.rackup)
+}
+
+// behindProxy starts Puma (5 threads) on the backend port, waits for it,
+// then runs the proxy in the foreground; both share the process group the
+// runner stops.
+func behindProxy(l launch, proxy *exec.Cmd) *exec.Cmd {
+	backend := puma(launch{port: "", rackup: l.rackup}, 5, l.backend)
+	script := shellJoin(backend.Args) + " &\n" +
+		"until (exec 3<>/dev/tcp/127.0.0.1/" + l.backend + ") 2>/dev/null; do sleep 0.1; done\n" +
+		"exec " + shellJoin(proxy.Args) + "\n"
+	return exec.Command("bash", "-c", script)
+}
+
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 func serverNames() []string {

@@ -111,10 +111,10 @@ func (h *harness) cycle(n int) cycleResult {
 func (h *harness) report(results []cycleResult) bool {
 	c := h.counts
 	fmt.Println()
-	fmt.Println("| cycle | requests | fds after | threads after | goroutines after | Ruby heap live slots | idle RSS before body overload MiB | peak RSS in body overload MiB |")
+	fmt.Println("| cycle | requests | fds after | threads after (Go's) | goroutines after | Ruby heap live slots | idle RSS before body overload MiB | peak RSS in body overload MiB |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for i, r := range results {
-		fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d |\n", i+1, r.requests, r.after.fds, r.after.threads,
+		fmt.Printf("| %d | %d | %d | %s | %d | %d | %d | %d |\n", i+1, r.requests, r.after.fds, fmt.Sprintf("%d (%d)", r.after.threads, r.after.goThreads),
 			r.after.goroutines, r.after.heapLiveSlots, r.idleRSS>>20, r.peakRSS>>20)
 	}
 	fmt.Println()
@@ -141,8 +141,11 @@ func (h *harness) report(results []cycleResult) bool {
 	if last.after.fds > first.after.fds+2 {
 		problems = append(problems, fmt.Sprintf("file descriptors grew from %d to %d", first.after.fds, last.after.fds))
 	}
-	if last.after.threads > first.after.threads+2 {
-		problems = append(problems, fmt.Sprintf("threads grew from %d to %d", first.after.threads, last.after.threads))
+	if other := func(r resources) int { return r.threads - r.goThreads }; other(last.after) > other(first.after)+2 {
+		problems = append(problems, fmt.Sprintf("non-Go threads (VM, Ruby, offload) grew from %d to %d", other(first.after), other(last.after)))
+	}
+	if last.after.goThreads > first.after.goThreads+8 {
+		problems = append(problems, fmt.Sprintf("Go runtime threads grew from %d to %d", first.after.goThreads, last.after.goThreads))
 	}
 	if last.after.goroutines > first.after.goroutines+10 {
 		problems = append(problems, fmt.Sprintf("goroutines grew from %d to %d", first.after.goroutines, last.after.goroutines))

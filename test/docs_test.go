@@ -166,8 +166,8 @@ func startsServer(line string) bool {
 var fixedPort = regexp.MustCompile(`(localhost|127\.0\.0\.1):(8080|3000|9292)\b|-p (8080|3000|9292)\b`)
 
 // shellScript turns a block into a script: servers go to the background,
-// the ports the docs name become $PORT, and `make test` (what CI runs, and
-// what runs this test) is left out.
+// the ports the docs name become $PORT, `make test` (what CI runs, and
+// what runs this test) is left out, and a benchmark runs one short round.
 func shellScript(t *testing.T, text string) string {
 	var b strings.Builder
 	b.WriteString(`set -euo pipefail
@@ -190,6 +190,9 @@ wait_port() { for i in $(seq 1 600); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/de
 		switch {
 		case code == "make test":
 			b.WriteString("true # make test: what CI runs\n")
+		case code == "make bench" || strings.HasPrefix(code, "bench/run"):
+			// A campaign takes an hour: one short round of the harness.
+			b.WriteString("bench/run -rounds 1 -duration 1s -servers ruvoy,puma-5 -scenarios noop,ttfb\n")
 		case startsServer(code):
 			if i := strings.Index(code, " #"); i >= 0 {
 				code = strings.TrimSpace(code[:i]) // a comment would swallow the parenthesis

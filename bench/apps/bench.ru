@@ -5,6 +5,8 @@
 $LOAD_PATH.unshift(ENV.fetch("RUVOY_TEST_EXT"))
 require "blocking"
 
+MIB = ("x" * (1 << 20)).freeze
+
 run lambda { |env|
   case env["PATH_INFO"]
   when "/"
@@ -27,9 +29,11 @@ run lambda { |env|
     # no Ruvoy and block their request thread, as they always do.
     defined?(Ruvoy) ? Ruvoy.offload { Blocking.sleep_nogvl(50) } : Blocking.sleep_nogvl(50)
     [200, { "content-type" => "text/plain" }, ["blocked\n"]]
-  when "/wait50"
-    sleep 0.05
+  when "/wait200"
+    sleep 0.2
     [200, { "content-type" => "text/plain" }, ["waited\n"]]
+  when "/1mib"
+    [200, { "content-type" => "application/octet-stream", "content-length" => MIB.bytesize.to_s }, [MIB]]
   else
     [404, { "content-type" => "text/plain" }, ["not found\n"]]
   end

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// usage is what a server's process group used during one measurement.
+type usage struct {
+	cpuPct  float64 // CPU time over wall time, all processes (200% = both cores)
+	maxRSS  float64 // MiB, the group's largest total resident set
+	vmNanos int64   // CPU time of the ruvoy-vm thread (0: not a ruvoy)
+}
+
+// sampler watches a process group every 200 ms until stopped.
+type sampler struct {
+	pgid  int
+	stop  chan struct{}
+	done  sync.WaitGroup
+	began time.Time
+	cpu0  float64
+	vm0   int64
+	rss   float64
+}
+
+const clockTicks = 100 // USER_HZ on Linux
+
+func startSampler(pgid int) *sampler {
+	s := &sampler{pgid: pgid, stop: make(chan struct{}), began: time.Now()}
+	s.cpu0, s.rss = groupStat(pgid)
+	s.vm0 = vmThreadNanos(pgid)
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				if _, rss := groupStat(pgid); rss > s.rss {
+					s.rss = rss
+				}
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) finish() usage {
+	close(s.stop)
+	s.done.Wait()
+	cpu, rss := groupStat(s.pgid)
+	if rss > s.rss {
+		s.rss = rss
+	}
+	u := usage{cpuPct: (cpu - s.cpu0) / time.Since(s.began).Seconds() * 100, maxRSS: s.rss}
+	if s.vm0 > 0 {
+		u.vmNanos = vmThreadNanos(s.pgid) - s.vm0
+	}
+	return u
+}
+
+// groupStat sums CPU seconds and resident MiB over the processes of a group.
+func groupStat(pgid int) (cpuSeconds, rssMiB float64) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		f := statFields(p)
+		if len(f) < 24 || f[4] != strconv.Itoa(pgid) {
+			continue
+		}
+		utime, _ := strconv.ParseFloat(f[13], 64)
+		stime, _ := strconv.ParseFloat(f[14], 64)
+		pages, _ := strconv.ParseFloat(f[23], 64)
+		cpuSeconds += (utime + stime) / clockTicks
+		rssMiB += pages * float64(os.Getpagesize()) / (1 << 20)
+	}
+	return
+}
+
+// statFields splits /proc/.../stat, whose second field (the command, in
+// parentheses) may hold spaces.
+func statFields(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return nil
+	}
+	return append([]string{s[:strings.IndexByte(s, ' ')], "comm"}, strings.Fields(s[end+1:])...)
+}
+
+// vmThreadNanos is the CPU time (from schedstat, in ns) of the thread named
+// ruvoy-vm in any process of the group.
+func vmThreadNanos(pgid int) int64 {
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		f := statFields(p)
+		if len(f) < 5 || f[4] != strconv.Itoa(pgid) {
+			continue
+		}
+		tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "task", "*"))
+		for _, t := range tasks {
+			comm, _ := os.ReadFile(filepath.Join(t, "comm"))
+			if strings.TrimSpace(string(comm)) != "ruvoy-vm" {
+				continue
+			}
+			st, _ := os.ReadFile(filepath.Join(t, "schedstat"))
+			if fs := strings.Fields(string(st)); len(fs) > 0 {
+				ns, _ := strconv.ParseInt(fs[0], 10, 64)
+				return ns
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// judgement is fixed before the run and printed with the results.
+const judgement = `An advantage is claimed only when both the median throughput and the
+median p99 improve by more than the larger of 5% and the observed
+round-to-round variation (relative standard deviation) of either server in
+that metric. "ahead" and "behind" are that rule; anything else is "no clear
+difference". For time to first byte, lower is better in both numbers.`
+
+// cell is one server in one scenario: its medians over the good rounds.
+type cell struct {
+	value, p99     float64
+	rsdV, rsdP     float64
+	cpu, rss, vmUs float64
+	good, failed   int
+	notes          []string
+}
+
+func (r *runner) cell(server, scen string) (cell, bool) {
+	var c cell
+	var vals, p99s, cpus, rsss, vms []float64
+	for _, s := range r.results[key{server, scen}] {
+		if !s.ok {
+			c.failed++
+			c.notes = append(c.notes, strings.TrimSpace(s.note))
+			continue
+		}
+		vals, p99s = append(vals, s.value), append(p99s, s.p99ms)
+		cpus, rsss = append(cpus, s.cpuPct), append(rsss, s.maxRSS)
+		if s.vmNanos > 0 && s.requests > 0 {
+			vms = append(vms, float64(s.vmNanos)/1000/s.requests)
+		}
+	}
+	c.good = len(vals)
+	if c.good == 0 {
+		return c, c.failed > 0
+	}
+	c.value, c.p99, c.rsdV, c.rsdP = median(vals), median(p99s), rsd(vals), rsd(p99s)
+	c.cpu, c.rss = median(cpus), median(rsss)
+	if len(vms) > 0 {
+		c.vmUs = median(vms)
+	}
+	return c, true
+}
+
+// verdict applies the judgement to ruvoy against a peer.
+func verdict(rv, peer cell, lowerIsBetter bool) string {
+	mV := math.Max(0.05, math.Max(rv.rsdV, peer.rsdV))
+	mP := math.Max(0.05, math.Max(rv.rsdP, peer.rsdP))
+	better := func(a, b, m float64, lower bool) bool {
+		if lower {
+			return a < b*(1-m)
+		}
+		return a > b*(1+m)
+	}
+	switch {
+	case better(rv.value, peer.value, mV, lowerIsBetter) && better(rv.p99, peer.p99, mP, true):
+		return "ruvoy ahead"
+	case better(peer.value, rv.value, mV, lowerIsBetter) && better(peer.p99, rv.p99, mP, true):
+		return "ruvoy behind"
+	}
+	return "no clear difference"
+}
+
+func (r *runner) summary(machine string, servers []server, scens []scenario) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# ruvoy benchmark, %s\n\n%s\n", r.started.Format("2006-01-02 15:04 MST"), machine)
+	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a 2 s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores); RSS is its largest resident set during the run.\n\n", *rounds, *duration)
+	fmt.Fprintf(&b, "Judgement (fixed before the run):\n\n> %s\n\n", strings.ReplaceAll(judgement, "\n", "\n> "))
+	for _, sc := range scens {
+		unit := "req/s"
+		if sc.name == "ttfb" {
+			unit = "ms"
+		}
+		fmt.Fprintf(&b, "## %s\n\n| server | %s | rsd | p99 ms | rsd | CPU %% | RSS MiB | ruvoy vs it | verdict |\n|---|---|---|---|---|---|---|---|---|\n", sc.label, unit)
+		rv, rvOK := r.cell("ruvoy", sc.name)
+		for _, srv := range servers {
+			if !srv.runs(sc) {
+				continue
+			}
+			c, ran := r.cell(srv.name, sc.name)
+			if !ran {
+				fmt.Fprintf(&b, "| %s | n/a (%s) | | | | | | | |\n", srv.label, notApplicable(srv, sc))
+				continue
+			}
+			if c.good == 0 {
+				fmt.Fprintf(&b, "| %s | no data: %d of %d rounds failed (%s) | | | | | | | |\n", srv.label, c.failed, c.failed, firstNote(c.notes))
+				continue
+			}
+			ratio, v := "", ""
+			if rvOK && rv.good > 0 && srv.name != "ruvoy" {
+				if sc.name == "ttfb" {
+					ratio = fmt.Sprintf("first byte %.2fx sooner", c.value/rv.value)
+				} else {
+					ratio = fmt.Sprintf("%.2fx req/s, p99 %.2fx", rv.value/c.value, rv.p99/c.p99)
+				}
+				v = verdict(rv, c, sc.name == "ttfb")
+			}
+			failed := ""
+			if c.failed > 0 {
+				failed = fmt.Sprintf(" (%d rounds failed)", c.failed)
+			}
+			fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%% | %.2f | %.1f%% | %.0f | %.0f | %s | %s |\n",
+				srv.label, c.value, failed, c.rsdV*100, c.p99, c.rsdP*100, c.cpu, c.rss, ratio, v)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(r.resources(servers))
+	b.WriteString(r.targets(servers))
+	return b.String()
+}
+
+func notApplicable(srv server, sc scenario) string {
+	switch {
+	case sc.tls:
+		return "no TLS"
+	default:
+		return "not run"
+	}
+}
+
+func firstNote(notes []string) string {
+	if len(notes) == 0 {
+		return ""
+	}
+	return notes[0]
+}
+
+func (r *runner) resources(servers []server) string {
+	var b strings.Builder
+	b.WriteString("## Memory at rest and the VM thread\n\n| server | RSS at rest MiB (after warm-up) | VM-thread CPU per request, no-op |\n|---|---|---|\n")
+	for _, srv := range servers {
+		rest := r.restRSS[srv.name]
+		if len(rest) == 0 {
+			continue
+		}
+		vm := ""
+		if c, _ := r.cell(srv.name, "noop"); c.vmUs > 0 {
+			vm = fmt.Sprintf("%.1f µs", c.vmUs)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s |\n", srv.label, median(rest), vm)
+	}
+	return b.String() + "\n"
+}
+
+// targets checks issue 8's targets against this run's medians.
+func (r *runner) targets(servers []server) string {
+	var b strings.Builder
+	b.WriteString("## Targets (no-op, HTTP/1.1, 100 connections)\n\n| target | measured | met |\n|---|---|---|\n")
+	row := func(what, measured string, met bool) {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", what, measured, map[bool]string{true: "yes", false: "no"}[met])
+	}
+	ratio := func(scen, peer string, want float64, wantP99 bool) {
+		rv, _ := r.cell("ruvoy", scen)
+		c, _ := r.cell(peer, scen)
+		if rv.good == 0 || c.good == 0 {
+			return
+		}
+		x := rv.value / c.value
+		ok := x >= want && (!wantP99 || rv.p99 < c.p99)
+		label := peer
+		if s, found := serverByName(peer); found {
+			label = s.label
+		}
+		lower := ""
+		if wantP99 {
+			lower = " with a lower p99"
+		}
+		row(fmt.Sprintf("%s: ≥ %.2gx %s%s", scen, want, label, lower), fmt.Sprintf("%.2fx, p99 %.2f vs %.2f ms", x, rv.p99, c.p99), ok)
+	}
+	best := "puma-5"
+	if a, b := r.medianOf("puma-100", "noop"), r.medianOf("puma-5", "noop"); a > b {
+		best = "puma-100"
+	}
+	ratio("noop", best, 2.5, true)
+	ratio("noop", "async-http", 2, true)
+	ratio("noop", "thin", 1.6, true)
+	ratio("noop", "caddy-puma", 5, false)
+	for _, srv := range servers {
+		if srv.ruby {
+			ratio("noop-pinned", srv.name, 1.5, false)
+		}
+	}
+	ratio("noop", "caddy-static", 0.85, false)
+	if c, _ := r.cell("ruvoy", "noop"); c.vmUs > 0 {
+		row("VM-thread CPU per request ≤ 4 µs", fmt.Sprintf("%.1f µs", c.vmUs), c.vmUs <= 4)
+	}
+	if rest := r.restRSS["ruvoy"]; len(rest) > 0 {
+		c, _ := r.cell("ruvoy", "noop")
+		row("RSS ≤ 100 MiB at rest and under no-op load", fmt.Sprintf("%.0f MiB at rest, %.0f MiB under load", median(rest), c.rss),
+			median(rest) <= 100 && c.rss <= 100)
+	}
+	return b.String()
+}
+
+func (r *runner) medianOf(server, scen string) float64 {
+	c, _ := r.cell(server, scen)
+	return c.value
+}
