@@ -185,7 +185,7 @@ VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));
 VALUE rv_env_build(rv_stream *s);
 void rv_respond(rv_stream *s, VALUE env, VALUE response);
 void rv_respond_error(rv_stream *s, int status);
-void rv_stream_write(rv_stream *s, const char *p, size_t n, int now);
+void rv_stream_write(rv_stream *s, VALUE str, int now);
 void rv_response_init(void);
 void rv_request_init(void);
 void rv_upstream_init(void);

@@ -244,22 +244,33 @@ static void wait_for_window(rv_stream *s)
         rb_raise(rv_eClientDisconnected, "the client went away");
 }
 
-/* Adds body bytes to the out message; sends it now, or once 64 KiB have
- * collected. Then waits while the client is a window behind. */
-void rv_stream_write(rv_stream *s, const char *p, size_t n, int now)
+/* Adds a string's bytes to the out message in pieces of at most 64 KiB:
+ * each full piece is sent and the fiber waits while the client is a window
+ * behind; with now, the last piece is sent at once too. Small messages stay
+ * in malloc's heap (a megabyte one would be an mmap, page faults and an
+ * munmap per response), and the window bounds what one response holds.
+ * The pointer is taken again after every wait: another fiber may have
+ * changed the string meanwhile. */
+void rv_stream_write(rv_stream *s, VALUE str, int now)
 {
     if (s->cancelled)
         rb_raise(rv_eClientDisconnected, "the client went away");
-    if (n == 0)
-        return;
-    if (!s->out.m)
-        rv_buf_start(&s->out, RV_OUT_DATA, s->id, n < FLUSH_BYTES ? n : FLUSH_BYTES);
-    rv_buf_put(&s->out, p, n);
-    s->out_body += n;
-    if (now || s->out_body >= FLUSH_BYTES) {
-        rv_stream_flush(s);
-        wait_for_window(s);
+    size_t off = 0;
+    while (off < (size_t)RSTRING_LEN(str)) {
+        size_t n = (size_t)RSTRING_LEN(str) - off;
+        size_t room = FLUSH_BYTES - s->out_body;
+        size_t take = n < room ? n : room;
+        if (!s->out.m)
+            rv_buf_start(&s->out, RV_OUT_DATA, s->id, take);
+        rv_buf_put(&s->out, RSTRING_PTR(str) + off, take);
+        s->out_body += take;
+        off += take;
+        if (s->out_body >= FLUSH_BYTES || (now && off == (size_t)RSTRING_LEN(str))) {
+            rv_stream_flush(s);
+            wait_for_window(s);
+        }
     }
+    RB_GC_GUARD(str);
 }
 
 static void put_chunk(resp *r, VALUE chunk, int now)
@@ -272,7 +283,7 @@ static void put_chunk(resp *r, VALUE chunk, int now)
     r->sent += n;
     if (r->declared >= 0 && r->sent > r->declared)
         rb_raise(eMalformed, "the body is longer than its Content-Length (%lld)", (long long)r->declared);
-    rv_stream_write(r->s, RSTRING_PTR(chunk), (size_t)n, now);
+    rv_stream_write(r->s, chunk, now);
 }
 
 static VALUE each_chunk(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))

@@ -30,8 +30,7 @@ static VALUE write_chunk(VALUE self, VALUE id, VALUE str)
     if (!s || s->ended)
         rb_raise(rb_eIOError, "the response is already complete");
     StringValue(str);
-    rv_stream_write(s, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), 1);
-    RB_GC_GUARD(str);
+    rv_stream_write(s, str, 1);
     return Qnil;
 }
 

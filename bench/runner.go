@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +117,7 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		r.restRSS[srv.name] = append(r.restRSS[srv.name], rss)
 	}
 	for _, sc := range scens {
+		settle(url + sc.warmPath())
 		raw := filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.txt", sc.name, srv.name, n+1))
 		smp := startSampler(cmd.Process.Pid)
 		s := sc.measure(target{url: url, raw: raw, pinned: g.pinned, closes: srv.closes})
@@ -146,6 +150,26 @@ func (r *runner) thinWrap(rackup string) string {
 	check(os.WriteFile(w, []byte(src), 0o644))
 	r.thinWraps[rackup] = w
 	return w
+}
+
+// settle waits until the server answers a plain request quickly: one still
+// working through the previous scenario's backlog (a blocked reactor, a
+// single worker) would otherwise be measured on that backlog.
+func settle(url string) {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer c.CloseIdleConnections()
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
+		began := time.Now()
+		if res, err := c.Get(url); err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode < 300 && time.Since(began) < 200*time.Millisecond {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func stop(cmd *exec.Cmd) {

@@ -39,6 +39,9 @@ var scenarios = []scenario{
 	{name: "tls", label: "no-op, HTTP/1.1 over TLS 1.3, 100 connections", tls: true, measure: func(t target) sample {
 		return wrk(t, "/", 100, "")
 	}},
+	{name: "wait50", label: "app sleeps 50 ms, 100 connections", measure: func(t target) sample {
+		return wrk(t, "/wait50", 100, "")
+	}},
 	{name: "wait200", label: "app sleeps 200 ms, 100 connections", measure: func(t target) sample {
 		return wrk(t, "/wait200", 100, "")
 	}},

@@ -8,14 +8,13 @@ import (
 
 // launch is everything a server needs to start for one fixture.
 type launch struct {
-	root, out    string // the checkout, this run's results folder
-	port         string
-	backend      string // a second free port, for a proxy's Puma
-	rackup       string
-	tls          bool   // terminate TLS (cert and key below)
-	cert, key    string // PEM files
-	thinRackup   string // rackup wrapped in Rack::ContentLength
-	fixtureLabel string
+	root, out  string // the checkout, this run's results folder
+	port       string
+	backend    string // a second free port, for a proxy's Puma
+	rackup     string
+	tls        bool   // terminate TLS (cert and key below)
+	cert, key  string // PEM files
+	thinRackup string // rackup wrapped in Rack::ContentLength
 }
 
 // A server under test. start returns nil when the server cannot serve the

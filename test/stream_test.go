@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -146,6 +147,49 @@ func TestStreamSlowReader(t *testing.T) {
 	if produced > read+64<<20 {
 		t.Errorf("the app produced %d MiB for a client that read %d MiB", produced>>20, read>>20)
 	}
+}
+
+// A body of one String larger than the window arrives whole and in order,
+// for many clients at once, over HTTP/1.1 and HTTP/2.
+func TestStreamOneLargeString(t *testing.T) {
+	s := start(t, app("streaming.ru"), "--h2c")
+	sizes := []int{65535, 65536, 65537, 1 << 20, 5<<20 + 3}
+	want := map[int][]byte{}
+	for _, n := range sizes {
+		out, err := exec.Command("ruby", "-e", fmt.Sprintf("print Random.new(%d).bytes(%d)", n, n)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[n] = out
+	}
+	h2 := h2cClient()
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ {
+		n := sizes[i%len(sizes)]
+		c := client
+		if i%2 == 1 {
+			c = h2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Get(fmt.Sprintf("%s/whole?bytes=%d", s.url, n))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer res.Body.Close()
+			got, err := io.ReadAll(res.Body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !bytes.Equal(got, want[n]) {
+				t.Errorf("%d bytes over %s: got %d bytes, different", n, res.Proto, len(got))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Clients that leave mid-stream stop the enumeration, close the body, and

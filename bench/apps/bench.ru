@@ -29,6 +29,9 @@ run lambda { |env|
     # no Ruvoy and block their request thread, as they always do.
     defined?(Ruvoy) ? Ruvoy.offload { Blocking.sleep_nogvl(50) } : Blocking.sleep_nogvl(50)
     [200, { "content-type" => "text/plain" }, ["blocked\n"]]
+  when "/wait50"
+    sleep 0.05
+    [200, { "content-type" => "text/plain" }, ["waited\n"]]
   when "/wait200"
     sleep 0.2
     [200, { "content-type" => "text/plain" }, ["waited\n"]]

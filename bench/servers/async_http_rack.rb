@@ -25,6 +25,12 @@ class RackBody < Protocol::HTTP::Body::Readable
     @chunks = body.respond_to?(:to_ary) ? body.to_ary.dup : nil
   end
 
+  # Known for Array bodies: async-http then sends a Content-Length (it
+  # writes its own framing, so the app's header is dropped below).
+  def length
+    @chunks&.sum(&:bytesize)
+  end
+
   def read
     if @chunks
       @chunks.shift
@@ -62,7 +68,8 @@ handler = lambda do |request|
     end
   end
   status, headers, body = app.call(env)
-  fields = headers.flat_map { |k, v| v.to_s.split("\n").map { |x| [k.downcase, x] } }
+  fields = headers.reject { |k, _| k.downcase == "content-length" }
+                  .flat_map { |k, v| v.to_s.split("\n").map { |x| [k.downcase, x] } }
   Protocol::HTTP::Response[status, Protocol::HTTP::Headers[fields], RackBody.new(body)]
 end
 

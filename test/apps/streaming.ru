@@ -44,6 +44,11 @@ app = lambda do |env|
     name = query.fetch("name", "big")
     [200, { "content-type" => "application/octet-stream" },
      Tracked.new(name) { |out| chunks.times { out.call(CHUNK) } }]
+  when "/whole"
+    # One large String in an Array: sent in window-sized pieces.
+    size = Integer(query.fetch("bytes"))
+    body = Random.new(size).bytes(size)
+    [200, { "content-type" => "application/octet-stream", "content-length" => size.to_s }, [body]]
   when "/sse"
     name = query.fetch("name", "sse")
     body = Tracked.new(name) do |out|
