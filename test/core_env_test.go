@@ -107,7 +107,9 @@ func TestCoreEnvHead(t *testing.T) {
 	head = s.do(t, "HEAD", "/raw/hello", nil)
 	equal(t, "body", head.body, "")
 	equal(t, "content-length", head.header.Get("Content-Length"), "11")
-	equal(t, "GET body", s.get(t, "/raw/hello").body, "hello world")
+	get := s.get(t, "/raw/hello")
+	equal(t, "GET body", get.body, "hello world")
+	equal(t, "GET content-length", get.header.Get("Content-Length"), "11")
 }
 
 func TestCoreEnvRawTargets(t *testing.T) {
@@ -150,12 +152,16 @@ func TestCoreResponseHeaders(t *testing.T) {
 	equal(t, "status", r.status, 200)
 	equal(t, "set-cookie", strings.Join(r.header.Values("Set-Cookie"), "|"), "a=1|b=2")
 	equal(t, "x-multi", strings.Join(r.header.Values("X-Multi"), "|"), "x|y")
-	equal(t, "content-length", r.header.Get("Content-Length"), "2")
+	equal(t, "body", r.body, "ok")
+	// No Content-Length check here: Lint turns the Array into an each body,
+	// whose chunk goes out as it is yielded, so whether Go still knows the
+	// whole length when it writes the head depends on timing. An Array
+	// that reaches the server always gets one (TestCoreEnvHead).
 }
 
 func TestCoreFileBody(t *testing.T) {
 	s := start(t, app("core.ru"))
-	r := s.get(t, "/file")
+	r := s.get(t, "/raw/file")
 	equal(t, "status", r.status, 200)
 	equal(t, "body", r.body, "a file body, sent by Go\n")
 	equal(t, "content-length", r.header.Get("Content-Length"), "24")
