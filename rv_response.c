@@ -29,6 +29,7 @@
 typedef struct resp {
     rv_stream *s;
     VALUE env, status_v, headers, body;
+    VALUE array; /* the body's parts when it is (or converts to) an Array */
     int status;
     int no_body;      /* HEAD request, or a status without a body */
     int64_t declared; /* Content-Length the app gave, or -1 */
@@ -296,8 +297,8 @@ static VALUE send_array(VALUE arg)
 {
     resp *r = (resp *)arg;
     long total = 0;
-    for (long i = 0; i < RARRAY_LEN(r->body); i++) {
-        VALUE c = RARRAY_AREF(r->body, i);
+    for (long i = 0; i < RARRAY_LEN(r->array); i++) {
+        VALUE c = RARRAY_AREF(r->array, i);
         if (RB_TYPE_P(c, T_STRING))
             total += RSTRING_LEN(c);
     }
@@ -308,8 +309,8 @@ static VALUE send_array(VALUE arg)
             set_length(r->s, total);
         return Qnil;
     }
-    for (long i = 0; i < RARRAY_LEN(r->body); i++)
-        put_chunk(r, RARRAY_AREF(r->body, i), 0);
+    for (long i = 0; i < RARRAY_LEN(r->array); i++)
+        put_chunk(r, RARRAY_AREF(r->array, i), 0);
     return Qnil;
 }
 
@@ -369,6 +370,26 @@ static int try_file(resp *r)
 }
 
 /* ---- the whole response ---- */
+
+static VALUE body_to_ary(VALUE body)
+{
+    return rb_check_array_type(body);
+}
+
+/* A body that is not an Array but converts to one (Rack::BodyProxy around
+ * an Array, as Rails' middleware returns; Rack 3's to_ary) is sent as one:
+ * its length is known before the head goes out, so no chunked encoding.
+ * A to_ary that returns nil (Rails' streaming body) leaves it to each. */
+static int try_array(resp *r, int *state)
+{
+    if (!rb_respond_to(r->body, rv_id_to_ary))
+        return 0;
+    VALUE ary = rb_protect(body_to_ary, r->body, state);
+    if (*state || NIL_P(ary))
+        return 0;
+    r->array = ary;
+    return 1;
+}
 
 static VALUE call_close(VALUE body)
 {
@@ -442,7 +463,7 @@ static VALUE check_triple(VALUE res)
 
 void rv_respond(rv_stream *s, VALUE env, VALUE res)
 {
-    resp r = {.s = s, .env = env, .declared = -1, .body = Qnil, .malformed_name = Qnil};
+    resp r = {.s = s, .env = env, .declared = -1, .body = Qnil, .array = Qnil, .malformed_name = Qnil};
     int state = 0;
     VALUE ary = rb_protect(check_triple, res, &state);
     if (state || NIL_P(ary)) {
@@ -473,13 +494,22 @@ void rv_respond(rv_stream *s, VALUE env, VALUE res)
     r.no_body = (s->request->data[0] & RV_REQ_HEAD) || r.status == 204 || r.status == 304;
 
     VALUE (*send)(VALUE) = NULL;
-    if (RB_TYPE_P(r.body, T_ARRAY))
+    if (RB_TYPE_P(r.body, T_ARRAY)) {
+        r.array = r.body;
         send = send_array;
-    else if (r.no_body)
+    } else if (r.no_body)
         send = NULL;
     else if (try_file(&r))
         send = NULL;
-    else if (rb_respond_to(r.body, rv_id_each))
+    else if (try_array(&r, &state))
+        send = send_array;
+    else if (state) {
+        VALUE exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        body_failed(&r, exc);
+        close_body(&r);
+        return;
+    } else if (rb_respond_to(r.body, rv_id_each))
         send = send_each;
     else if (rb_respond_to(r.body, rv_id_call))
         send = stream_body;

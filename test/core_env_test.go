@@ -110,6 +110,15 @@ func TestCoreEnvHead(t *testing.T) {
 	get := s.get(t, "/raw/hello")
 	equal(t, "GET body", get.body, "hello world")
 	equal(t, "GET content-length", get.header.Get("Content-Length"), "11")
+	// A body that converts to an Array (to_ary) is sent as one: its length
+	// goes in the head, and close is still called once.
+	proxy := s.get(t, "/raw/proxy")
+	equal(t, "proxy body", proxy.body, strings.Repeat("a", 3000)+strings.Repeat("b", 3000))
+	equal(t, "proxy content-length", proxy.header.Get("Content-Length"), "6000")
+	raised := s.get(t, "/raw/to-ary-raises")
+	equal(t, "to_ary raised: status", raised.status, 500)
+	equal(t, "to_ary raised: close calls", s.get(t, "/closed?name=to-ary").body, "1")
+	equal(t, "proxy close calls", s.get(t, "/closed?name=proxy").body, "1")
 }
 
 func TestCoreEnvRawTargets(t *testing.T) {

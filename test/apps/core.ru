@@ -149,6 +149,13 @@ raw = lambda do |env|
   case env["PATH_INFO"].delete_prefix("/raw")
   when "/hello" then [200, { "content-type" => "text/plain" }, ["hello", " ", "world"]]
   when "/file" then [200, { "content-type" => "text/plain" }, FileBody.new(File.join(__dir__, "file.txt"))]
+  when "/proxy" # an Array in a BodyProxy, as Rails' middleware returns it
+    parts = ["a" * 3000, "b" * 3000] # more than Go buffers before it chooses chunked encoding
+    [200, { "content-type" => "text/plain" }, Rack::BodyProxy.new(parts) { CLOSED["proxy"] += 1 }]
+  when "/to-ary-raises"
+    body = Rack::BodyProxy.new(Object.new) { CLOSED["to-ary"] += 1 }
+    def body.to_ary = raise("to_ary failed")
+    [200, { "content-type" => "text/plain" }, body]
   when "", "*" then CLOSED["options"] += 1; [200, {}, ["called"]]
   else [404, {}, ["not found"]]
   end
