@@ -497,19 +497,19 @@ void rv_respond(rv_stream *s, VALUE env, VALUE res)
     if (RB_TYPE_P(r.body, T_ARRAY)) {
         r.array = r.body;
         send = send_array;
-    } else if (r.no_body)
-        send = NULL;
-    else if (try_file(&r))
-        send = NULL;
-    else if (try_array(&r, &state))
-        send = send_array;
+    } else if (try_array(&r, &state))
+        send = send_array; /* also for HEAD: its length goes in the head */
     else if (state) {
         VALUE exc = rb_errinfo();
         rb_set_errinfo(Qnil);
         body_failed(&r, exc);
         close_body(&r);
         return;
-    } else if (rb_respond_to(r.body, rv_id_each))
+    } else if (r.no_body)
+        send = NULL;
+    else if (try_file(&r))
+        send = NULL;
+    else if (rb_respond_to(r.body, rv_id_each))
         send = send_each;
     else if (rb_respond_to(r.body, rv_id_call))
         send = stream_body;

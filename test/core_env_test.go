@@ -115,10 +115,14 @@ func TestCoreEnvHead(t *testing.T) {
 	proxy := s.get(t, "/raw/proxy")
 	equal(t, "proxy body", proxy.body, strings.Repeat("a", 3000)+strings.Repeat("b", 3000))
 	equal(t, "proxy content-length", proxy.header.Get("Content-Length"), "6000")
+	equal(t, "proxy close calls", s.get(t, "/closed?name=proxy").body, "1")
+	proxyHead := s.do(t, "HEAD", "/raw/proxy", nil)
+	equal(t, "proxy HEAD body", proxyHead.body, "")
+	equal(t, "proxy HEAD content-length", proxyHead.header.Get("Content-Length"), "6000")
+	equal(t, "proxy close calls after HEAD", s.get(t, "/closed?name=proxy").body, "2")
 	raised := s.get(t, "/raw/to-ary-raises")
 	equal(t, "to_ary raised: status", raised.status, 500)
 	equal(t, "to_ary raised: close calls", s.get(t, "/closed?name=to-ary").body, "1")
-	equal(t, "proxy close calls", s.get(t, "/closed?name=proxy").body, "1")
 }
 
 func TestCoreEnvRawTargets(t *testing.T) {
