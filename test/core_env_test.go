@@ -40,7 +40,7 @@ func TestCoreHello(t *testing.T) {
 	equal(t, "body", r.body, "hello from ruby "+rubyVersion(t)+"\n")
 	equal(t, "content-length", r.header.Get("Content-Length"), "22")
 	equal(t, "content-type", r.header.Get("Content-Type"), "text/plain")
-	mustContain(t, "banner", s.stdout.String(),
+	s.waitStdout(t, "banner",
 		"ruvoy 0.1.0 (ruby "+rubyVersion(t)+", caddy v2.11.9): serving ../examples/hello/config.ru on "+s.url)
 }
 

@@ -268,7 +268,7 @@ func TestFrameworksRackHandler(t *testing.T) {
 	s.cmd.Env = append(os.Environ(), handlerEnv...)
 	startCmd(t, s)
 	equal(t, "rackup -s ruvoy", s.get(t, "/raw/hello").body, "hello world")
-	mustContain(t, "exec'd ruvoy", s.stdout.String(), "serving "+mustAbs(t, "apps/core.ru"))
+	s.waitStdout(t, "exec'd ruvoy", "serving "+mustAbs(t, "apps/core.ru"))
 
 	dir, env := railsApp(t)
 	port = freePort(t)
@@ -279,7 +279,7 @@ func TestFrameworksRackHandler(t *testing.T) {
 	s.cmd.Env = append(append(os.Environ(), env...), handlerEnv...)
 	startCmd(t, s)
 	equal(t, "rails server -u ruvoy", s.get(t, "/articles").status, 200)
-	mustContain(t, "exec'd ruvoy", s.stdout.String(), "ruvoy 0.1.0")
+	s.waitStdout(t, "exec'd ruvoy", "ruvoy 0.1.0")
 }
 
 func mustAbs(t *testing.T, p string) string {

@@ -257,6 +257,15 @@ func eventually(t testing.TB, d time.Duration, what string, check func() bool) {
 	}
 }
 
+// waitStdout waits for want on the server's stdout. The banner is printed
+// after the listeners are up, so a client can be answered before it appears.
+func (s *server) waitStdout(t testing.TB, what, want string) {
+	t.Helper()
+	eventually(t, 10*time.Second, what+": stdout never contained "+strconv.Quote(want), func() bool {
+		return strings.Contains(s.stdout.String(), want)
+	})
+}
+
 func app(name string) string { return filepath.Join("apps", name) }
 
 func mustContain(t testing.TB, what, haystack, needle string) {

@@ -34,7 +34,7 @@ func TestShipTLS(t *testing.T) {
 	c := makeCerts(t)
 	s := start(t, "--tls-cert", c.serverCert, "--tls-key", c.serverKey, "--tls-client-ca", c.caFile, "--context", app("context.ru"))
 	base := "https://" + s.addr
-	mustContain(t, "banner", s.stdout.String(), "on "+base)
+	s.waitStdout(t, "banner", "on "+base)
 	for _, tc := range []struct {
 		name   string
 		client *http.Client
