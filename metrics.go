@@ -39,7 +39,7 @@ func (rt *Runtime) Stats() VMStats {
 		Fibers:         int(s.fibers),
 		ResponseBytes:  int64(s.response_bytes),
 		GCCount:        uint64(s.gc_count),
-		GCTime:         time.Duration(s.gc_time_ms) * time.Millisecond,
+		GCTime:         time.Duration(s.gc_time_ns),
 		HeapLiveSlots:  uint64(s.heap_live_slots),
 		OffloadBusy:    int(int64(s.offload_busy)),
 		OffloadWaiting: int(int64(s.offload_waiting)),

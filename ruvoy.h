@@ -94,7 +94,7 @@ typedef struct rv_vm_stats {
     uint64_t requests;        /* request fibers alive */
     uint64_t fibers;          /* other fibers the scheduler runs (Fiber.schedule) */
     uint64_t response_bytes;  /* response bytes sent to Go, not yet written */
-    uint64_t gc_count, gc_time_ms, heap_live_slots;
+    uint64_t gc_count, gc_time_ns, heap_live_slots;
     uint64_t offload_busy, offload_waiting;
 } rv_vm_stats;
 

@@ -172,6 +172,7 @@ static int boot_ruby_side(void)
     rv_ruby_bind();
     rv_env_init();
     rv_loop_init(&config);
+    rv_gc_clock_init();
     rv_scheduler_install();
     return 1;
 }
@@ -334,7 +335,7 @@ void rv_read_stats(rv_vm_stats *out)
     out->fibers = atomic_load_explicit(&rv_stat.fibers, memory_order_relaxed);
     out->response_bytes = atomic_load_explicit(&rv_stat.response_bytes, memory_order_relaxed);
     out->gc_count = atomic_load_explicit(&rv_stat.gc_count, memory_order_relaxed);
-    out->gc_time_ms = atomic_load_explicit(&rv_stat.gc_time_ms, memory_order_relaxed);
+    out->gc_time_ns = atomic_load_explicit(&rv_stat.gc_time_ns, memory_order_relaxed);
     out->heap_live_slots = atomic_load_explicit(&rv_stat.heap_live_slots, memory_order_relaxed);
     out->offload_busy = atomic_load_explicit(&rv_stat.offload_busy, memory_order_relaxed);
     out->offload_waiting = atomic_load_explicit(&rv_stat.offload_waiting, memory_order_relaxed);

@@ -154,11 +154,12 @@ extern rv_loop *rv_L;
 /* The VM thread writes these; Go reads them (rv_read_stats). */
 typedef struct rv_stats {
     _Atomic uint64_t busy_ns, lag_ns, running_since, running_stream, requests, fibers,
-        response_bytes, gc_count, gc_time_ms, heap_live_slots, offload_busy, offload_waiting;
+        response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting;
 } rv_stats;
 extern rv_stats rv_stat;
 
 void rv_loop_init(const rv_config *cfg);
+void rv_gc_clock_init(void);
 void rv_loop_run(void);
 void rv_run_fiber(rv_stream *s, VALUE fiber);
 void rv_waiter_init(rv_waiter *w, int reason);

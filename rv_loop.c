@@ -520,7 +520,6 @@ static void tick_fired(rv_timer *t)
     uint64_t now = rv_now();
     atomic_store_explicit(&rv_stat.lag_ns, now - t->deadline, memory_order_relaxed);
     atomic_store_explicit(&rv_stat.gc_count, rb_gc_count(), memory_order_relaxed);
-    atomic_store_explicit(&rv_stat.gc_time_ms, rb_gc_stat(ID2SYM(rb_intern("time"))), memory_order_relaxed);
     atomic_store_explicit(&rv_stat.heap_live_slots, rb_gc_stat(ID2SYM(rb_intern("heap_live_slots"))),
                           memory_order_relaxed);
     t->deadline = now + TICK_NS;

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -164,4 +165,53 @@ func TestOverloadProbes(t *testing.T) {
 		return code == 503 || strings.Contains(body, "connection refused")
 	})
 	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
+}
+
+// ruvoy_ruby_gc_seconds_total is the time Ruby spent in its collector, not
+// the process's CPU time meanwhile: Go threads busy on other cores while the
+// VM collects must not count (Ruby 3.1's GC.stat(:time) counts them).
+func TestOverloadGCTime(t *testing.T) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := start(t, "--admin-port", adminPort, app("core.ru"))
+	gcSeconds := func() float64 {
+		v, err := strconv.ParseFloat(metricValue(t, admin, "ruvoy_ruby_gc_seconds_total"), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := gcSeconds()
+	// Keep Go busy with requests it answers without Ruby.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if res, err := http.Get(admin + "/ruvoy/health"); err == nil {
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			}
+		}()
+	}
+	r := s.get(t, "/gc?s=1")
+	close(stop)
+	wg.Wait()
+	equal(t, "status", r.status, 200)
+	wall, err := strconv.ParseFloat(r.body, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := gcSeconds() - before
+	if spent < wall/2 || spent > wall+0.05 {
+		t.Fatalf("GC ran for most of %.3f s of wall time; the metric grew by %.3f s", wall, spent)
+	}
 }

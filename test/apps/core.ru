@@ -68,6 +68,12 @@ app = lambda do |env|
   case env["PATH_INFO"]
   when %r{\A/env}, "*", ""
     [200, { "content-type" => "application/json" }, [JSON.generate(env_report(env))]]
+  when "/gc"
+    # Full collections for the given seconds of wall time; answers how long.
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    deadline = started + Float(query.fetch("s", "0.5"))
+    GC.start(full_mark: true, immediate_sweep: true) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    text format("%.6f", Process.clock_gettime(Process::CLOCK_MONOTONIC) - started)
   when "/sleep"
     sleep Float(query.fetch("s", "0.2"))
     text "slept"
