@@ -135,6 +135,46 @@ func TestShipRefusesRequestSmuggling(t *testing.T) {
 	equal(t, "pipelined answers", strings.Count(r, "HTTP/1.1 200 OK"), 2)
 }
 
+// Body bytes that arrive after their head, in pieces, pass the guard
+// straight to Go; it must still find where the body ends and judge the
+// head that follows.
+func TestShipGuardFollowsBodiesInPieces(t *testing.T) {
+	s := start(t, app("core.ru"))
+	smuggled := "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	for name, pieces := range map[string][]string{
+		"Content-Length": {"POST /env HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", "hello", "world" + smuggled},
+		"chunked": {"POST /env HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n", "hel", "lo",
+			"\r\n5\r\nworld\r\n0\r\n\r\n" + smuggled},
+	} {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		for _, p := range pieces {
+			io.WriteString(c, p)
+			time.Sleep(50 * time.Millisecond)
+		}
+		br := bufio.NewReader(c)
+		for i, want := range []int{200, 400} {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s: response %d: %v", name, i+1, err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			equal(t, name+": status", res.StatusCode, want)
+			if want == 200 {
+				mustContain(t, name+": the body the app read", string(b), `"input":"helloworld"`)
+			}
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: the connection stayed open (%v)", name, err)
+		}
+		c.Close()
+	}
+	equal(t, "app calls", s.get(t, "/closed?name=options").body, "0")
+}
+
 // --h2c serves HTTP/2 by prior knowledge (the stream tests use it). The
 // Upgrade: h2c handshake is deprecated (RFC 9113) and Go's server does not
 // offer it: such a request is answered in HTTP/1.1, as the RFC allows.
