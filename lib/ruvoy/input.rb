@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "tempfile"
+require "tmpdir"
 
 module Ruvoy
   # rack.input for a request with a body. Bytes arrive from the server as
@@ -112,15 +113,24 @@ module Ruvoy
 
     def keep(chunk)
       if @file.nil? && @size + chunk.bytesize > MEMORY_LIMIT
-        @file = Tempfile.create("ruvoy-body")
-        File.unlink(@file.path)
-        @file.binmode
+        @file = Input.anonymous_file
         @file.write(@kept)
         @kept.clear # gives the memory back now, not at the next GC
         @kept = nil
       end
       @file ? @file.pwrite(chunk, @size) : @kept << chunk
       @size += chunk.bytesize
+    end
+
+    # An unlinked temporary file: O_TMPFILE where the file system has it
+    # (one system call), else Tempfile's create and unlink.
+    def self.anonymous_file
+      file = begin
+        File.open(Dir.tmpdir, File::RDWR | File::TMPFILE, 0o600)
+      rescue NameError, SystemCallError
+        Tempfile.create("ruvoy-body").tap { |f| File.unlink(f.path) }
+      end
+      file.binmode
     end
 
     def slice(offset, length)
