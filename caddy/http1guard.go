@@ -82,10 +82,11 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 type guardConn struct {
 	net.Conn
 	state guardState
-	in    []byte // read from the connection, not yet handed to Go
-	ready int    // bytes of in that Go may have
-	left  int64  // body or chunk bytes still to pass
-	first bool   // the first bytes were seen
+	in    []byte  // read from the connection, not yet handed to Go
+	held  *[]byte // the pooled buffer in lives in; returned once in is empty
+	ready int     // bytes of in that Go may have
+	left  int64   // body or chunk bytes still to pass
+	first bool    // the first bytes were seen
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {
@@ -96,25 +97,49 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		if (c.state == stateBody || c.state == stateChunkData) && c.left > 0 && len(c.in) == 0 && len(p) > 0 {
 			return c.readBody(p)
 		}
-		bufp := readBuffers.Get().(*[]byte)
-		n, err := c.Conn.Read(*bufp)
+		n, err := c.Conn.Read(c.room())
 		if n > 0 {
-			c.in = append(c.in, (*bufp)[:n]...)
+			c.in = c.in[:len(c.in)+n]
 			c.advance()
 		}
-		readBuffers.Put(bufp)
 		if c.ready == 0 && err != nil {
 			if len(c.in) > 0 { // an incomplete head: let Go see it
 				c.ready = len(c.in)
 				break
 			}
+			c.release()
 			return 0, err
 		}
 	}
 	n := copy(p, c.in[:c.ready])
 	c.in = c.in[n:]
 	c.ready -= n
+	if len(c.in) == 0 {
+		c.release()
+	}
 	return n, nil
+}
+
+// room is free space after in: in a pooled buffer while in fits one (an
+// idle connection holds none), in a larger array for a head that does not
+// (the pooled one goes back once in is empty).
+func (c *guardConn) room() []byte {
+	if c.held == nil && len(c.in) == 0 {
+		c.held = readBuffers.Get().(*[]byte)
+		c.in = (*c.held)[:0]
+	}
+	if len(c.in) == cap(c.in) {
+		c.in = append(make([]byte, 0, 2*max(len(c.in), 16<<10)), c.in...)
+	}
+	return c.in[len(c.in):cap(c.in)]
+}
+
+func (c *guardConn) release() {
+	if c.held != nil {
+		readBuffers.Put(c.held)
+		c.held = nil
+	}
+	c.in = nil
 }
 
 // readBody reads body or chunk bytes straight into p, no further than the

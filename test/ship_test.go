@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -173,6 +174,75 @@ func TestShipGuardFollowsBodiesInPieces(t *testing.T) {
 		c.Close()
 	}
 	equal(t, "app calls", s.get(t, "/closed?name=options").body, "0")
+}
+
+// Heads that arrive in pieces, behind a request with a body and larger
+// than the guard's 32 KiB buffer (under a Caddyfile that allows 128 KiB
+// heads): the guard holds each whole before Go sees it.
+func TestShipGuardHoldsHeadsInPieces(t *testing.T) {
+	port := freePort(t)
+	rackup, _ := filepath.Abs(app("core.ru"))
+	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	servers {
+		max_header_size 128KiB
+		listener_wrappers {
+			ruvoy_http1_guard
+		}
+	}
+}
+http://:%s {
+	bind 127.0.0.1
+	ruvoy * %s
+}
+`, port, rackup)), 0o644)
+	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.waitReady(t)
+	hello := "GET /raw/hello HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, size := range []int{16000, 60000} {
+		big := strings.Repeat("a", size)
+		body := strings.Repeat("b", 17000)
+		withBody := "POST /env HTTP/1.1\r\nHost: x\r\nContent-Length: 17000\r\n\r\n" + body
+		bigHead := "GET /env HTTP/1.1\r\nHost: x\r\nX-Big: " + big + "\r\n\r\n"
+		// A small request and the start of the large head in one write:
+		// Go takes the first while the guard still holds the second.
+		pieces := []string{withBody, hello + bigHead[:10000]}
+		for at := 10000; at < len(bigHead); at += 5000 {
+			pieces = append(pieces, bigHead[at:min(at+5000, len(bigHead))])
+		}
+		pieces = append(pieces, "GET /raw/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		for _, p := range pieces {
+			io.WriteString(c, p)
+			time.Sleep(20 * time.Millisecond)
+		}
+		br := bufio.NewReader(c)
+		next := func(what string) []byte {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%d-byte header: %s: %v", size, what, err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			equal(t, what+": status", res.StatusCode, 200)
+			return b
+		}
+		var env map[string]any
+		json.Unmarshal(next("the request with a body"), &env)
+		equal(t, "the body it read", env["input"] == any(body), true)
+		equal(t, "the small request", string(next("the small request")), "hello world")
+		env = nil
+		json.Unmarshal(next("the large head"), &env)
+		equal(t, fmt.Sprintf("a %d-byte header", size), env["HTTP_X_BIG"] == any(big), true)
+		equal(t, "the last request", string(next("the last request")), "hello world")
+		c.Close()
+	}
 }
 
 // --h2c serves HTTP/2 by prior knowledge (the stream tests use it). The
