@@ -9,13 +9,21 @@ if [ "${1:-}" = test ]; then
     ruby-rails ruby-sqlite3 ruby-pg ruby-faye-websocket bundler wrk nghttp2-client
     nginx postgresql"
 fi
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+if [ "${1:-}" = test ] && [ "$(cat /proc/sys/net/ipv4/tcp_migrate_req 2>/dev/null)" = 0 ]; then
+  # The overlapping-restart test (docs/deployment.md): connections queued
+  # on the old process's listener when it closes move to the new one
+  # instead of being reset (Linux 5.14+).
+  echo "setting net.ipv4.tcp_migrate_req=1"
+  echo 1 | $sudo tee /proc/sys/net/ipv4/tcp_migrate_req >/dev/null ||
+    echo "warning: could not set net.ipv4.tcp_migrate_req=1" >&2
+fi
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
 echo "installing:$missing"
-sudo=""
-[ "$(id -u)" = 0 ] || sudo=sudo
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
