@@ -147,16 +147,7 @@ func TestShipGuardFollowsBodiesInPieces(t *testing.T) {
 		"chunked": {"POST /env HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n", "hel", "lo",
 			"\r\n5\r\nworld\r\n0\r\n\r\n" + smuggled},
 	} {
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		for _, p := range pieces {
-			io.WriteString(c, p)
-			time.Sleep(50 * time.Millisecond)
-		}
-		br := bufio.NewReader(c)
+		c, br := sendInPieces(t, s.addr, pieces, 50*time.Millisecond)
 		for i, want := range []int{200, 400} {
 			res, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -214,16 +205,7 @@ http://:%s {
 			pieces = append(pieces, bigHead[at:min(at+5000, len(bigHead))])
 		}
 		pieces = append(pieces, "GET /raw/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		for _, p := range pieces {
-			io.WriteString(c, p)
-			time.Sleep(20 * time.Millisecond)
-		}
-		br := bufio.NewReader(c)
+		c, br := sendInPieces(t, s.addr, pieces, 20*time.Millisecond)
 		next := func(what string) []byte {
 			res, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -243,6 +225,22 @@ http://:%s {
 		equal(t, "the last request", string(next("the last request")), "hello world")
 		c.Close()
 	}
+}
+
+// sendInPieces writes each piece on a new connection, pausing after each
+// so that the server reads them apart, and returns a reader of the answers.
+func sendInPieces(t *testing.T, addr string, pieces []string, pause time.Duration) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, p := range pieces {
+		io.WriteString(c, p)
+		time.Sleep(pause)
+	}
+	return c, bufio.NewReader(c)
 }
 
 // --h2c serves HTTP/2 by prior knowledge (the stream tests use it). The
