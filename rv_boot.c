@@ -158,6 +158,7 @@ static int boot_ruby_side(void)
     rv_ruby_init();
     rv_response_init();
     rv_request_init();
+    rv_fiber_pool_init();
     rv_scheduler_init();
     rv_upstream_init();
     int state = 0;

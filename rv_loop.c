@@ -290,12 +290,24 @@ static void resume(rv_waiter *w)
         report_escape("an exception escaped a fiber");
 }
 
-/* Runs a new request's fiber until it first waits or ends. */
-void rv_run_fiber(rv_stream *s, VALUE fiber)
+struct start_args {
+    VALUE fiber, slot;
+};
+
+static VALUE start_in(VALUE arg)
+{
+    struct start_args *a = (struct start_args *)arg;
+    return rb_fiber_transfer(a->fiber, NIL_P(a->slot) ? 0 : 1, &a->slot);
+}
+
+/* Runs a request's fiber until it first waits or ends: a new one, or a
+ * parked one (rv_fiber_pool.c), which is handed the request's slot. */
+void rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot)
 {
     running(s);
     int state = 0;
-    rb_protect(transfer_to, fiber, &state);
+    struct start_args a = {fiber, slot};
+    rb_protect(start_in, (VALUE)&a, &state);
     back_in_loop();
     if (state)
         report_escape("an exception escaped a request fiber");

@@ -50,8 +50,14 @@ void rv_request_start(rv_msg *m)
         rv_stream_finish(s);
         return;
     }
+    VALUE fiber = rv_fiber_take();
+    if (!NIL_P(fiber)) {
+        s->fiber = fiber;
+        rv_run_fiber(s, fiber, INT2FIX(slot));
+        return;
+    }
     int state = 0;
-    VALUE fiber = rb_protect(new_fiber, INT2FIX(slot), &state);
+    fiber = rb_protect(new_fiber, INT2FIX(slot), &state);
     if (state) {
         VALUE exc = rb_errinfo();
         rb_set_errinfo(Qnil);
@@ -61,7 +67,7 @@ void rv_request_start(rv_msg *m)
         return;
     }
     s->fiber = fiber;
-    rv_run_fiber(s, fiber);
+    rv_run_fiber(s, fiber, Qnil);
 }
 
 static VALUE build_env(VALUE s)
@@ -185,10 +191,8 @@ static void after_reply(rv_stream *s, VALUE exc)
     run_hooks(&h);
 }
 
-VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot))
+static void serve(rv_stream *s)
 {
-    (void)yielded, (void)argc, (void)argv, (void)blockarg;
-    rv_stream *s = L->streams[FIX2INT(slot)];
     int state = 0;
     VALUE exc = Qnil;
     s->env = rb_protect(build_env, (VALUE)s, &state);
@@ -204,6 +208,16 @@ VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot))
     s->finishing = 1;
     after_reply(s, exc);
     rv_stream_finish(s);
+}
+
+/* The body of every request fiber: serves its first request, then, parked
+ * in the fiber pool, each next one it is given. */
+VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot))
+{
+    (void)yielded, (void)argc, (void)argv, (void)blockarg;
+    do
+        serve(L->streams[FIX2INT(slot)]);
+    while (!NIL_P(slot = rv_fiber_park()));
     return Qnil;
 }
 

@@ -1,9 +1,11 @@
 package test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,4 +84,36 @@ func TestCoreTimeoutAndDNS(t *testing.T) {
 	if r.body != "127.0.0.1" && r.body != "127.0.0.1,::1" && r.body != "::1,127.0.0.1" {
 		t.Fatalf("resolving localhost gave %q", r.body)
 	}
+}
+
+// Request fibers are reused (rv_fiber_pool.c), yet each request starts with
+// no fiber-locals: 5 waves of 50 concurrent requests that each set one.
+func TestCoreFiberLocalsDoNotLeak(t *testing.T) {
+	s := start(t, app("core.ru"))
+	var mu sync.Mutex
+	fibers := map[string]int{}
+	for wave := 0; wave < 5; wave++ {
+		var wg sync.WaitGroup
+		for i := 0; i < 50; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				r := s.get(t, fmt.Sprintf("/fiber-local?%d-%d", wave, i))
+				was, fiber, ok := strings.Cut(r.body, " fiber=")
+				if r.status != 200 || !ok || was != "was=nil" {
+					t.Errorf("request %d-%d: %d %q: a fiber-local from an earlier request leaked", wave, i, r.status, r.body)
+					return
+				}
+				mu.Lock()
+				fibers[fiber]++
+				mu.Unlock()
+			}(i)
+		}
+		wg.Wait()
+	}
+	// Fibers were reused, so the check above saw reused ones.
+	if len(fibers) >= 250 {
+		t.Fatalf("250 requests ran on %d fibers: none was reused", len(fibers))
+	}
+	t.Logf("250 requests ran on %d fibers", len(fibers))
 }

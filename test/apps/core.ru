@@ -101,6 +101,13 @@ app = lambda do |env|
     Fiber.schedule { sleep 0.1; mutex.synchronize { ready = true; cond.signal } }
     mutex.synchronize { cond.wait(mutex) until ready }
     text "#{queue.pop} signalled"
+  when "/fiber-local"
+    # What a request leaves in fiber-locals must not reach the next one,
+    # even on a fiber the server reuses.
+    was = Thread.current[:core_local]
+    Thread.current[:core_local] = env["QUERY_STRING"]
+    sleep 0.01
+    text "was=#{was.inspect} fiber=#{Fiber.current.object_id}"
   when "/thread"
     text Thread.new { sleep 0.1; "from thread" }.value
   when "/dns"
