@@ -2,6 +2,7 @@ package ruvoycaddy
 
 import (
 	"bytes"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -261,50 +262,54 @@ type framing struct {
 	length int64
 }
 
-// checkHead judges a request head and says how its body is framed.
+// checkHead judges a request head and says how its body is framed. It runs
+// for every cleartext HTTP/1 request, so it reads the head in place and
+// allocates nothing.
 func checkHead(head []byte) (framing, bool) {
-	lines := strings.Split(strings.TrimRight(string(head), "\r\n"), "\n")
-	request := strings.TrimRight(lines[0], "\r")
-	if strings.HasPrefix(request, "PRI * HTTP/2.0") {
+	request, rest, _ := bytes.Cut(bytes.TrimRight(head, "\r\n"), newline)
+	request = bytes.TrimRight(request, "\r")
+	if bytes.HasPrefix(request, h2Preface) {
 		return framing{state: statePassthrough}, true
 	}
-	http10 := strings.HasSuffix(request, " HTTP/1.0")
-	var te, cl []string
+	http10 := bytes.HasSuffix(request, http10Suffix)
+	var te []byte
+	var length int64 = -1
+	tes, cls := 0, 0
 	upgrade := false
-	for _, line := range lines[1:] {
-		line = strings.TrimRight(line, "\r")
-		if line == "" {
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, newline)
+		line = bytes.TrimRight(line, "\r")
+		if len(line) == 0 {
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return framing{}, false // obs-fold
 		}
-		name, value, ok := strings.Cut(line, ":")
+		name, value, ok := bytes.Cut(line, colon)
 		if !ok {
 			continue // Go refuses it itself
 		}
-		value = strings.TrimSpace(value)
-		switch strings.ToLower(name) {
-		case "transfer-encoding":
-			te = append(te, value)
-		case "content-length":
-			cl = append(cl, value)
-		case "upgrade":
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, transferEncoding):
+			tes++
+			te = value
+		case bytes.EqualFold(name, contentLength):
+			cls++
+			n, ok := parseLength(value)
+			if !ok || (length >= 0 && n != length) {
+				return framing{}, false
+			}
+			length = n
+		case bytes.EqualFold(name, upgradeHeader):
 			upgrade = true
 		}
 	}
-	var length int64 = -1
-	for _, v := range cl {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || (length >= 0 && n != length) || strings.TrimLeft(v, "0123456789") != "" {
-			return framing{}, false
-		}
-		length = n
-	}
 	next := framing{state: stateHead}
 	switch {
-	case len(te) > 0:
-		if len(cl) > 0 || http10 || len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+	case tes > 0:
+		if cls > 0 || http10 || tes != 1 || !bytes.EqualFold(te, chunked) {
 			return framing{}, false
 		}
 		next.state = stateChunkSize
@@ -316,6 +321,34 @@ func checkHead(head []byte) (framing, bool) {
 		next.state = statePassthrough
 	}
 	return next, true
+}
+
+var (
+	newline          = []byte("\n")
+	colon            = []byte(":")
+	h2Preface        = []byte("PRI * HTTP/2.0")
+	http10Suffix     = []byte(" HTTP/1.0")
+	transferEncoding = []byte("Transfer-Encoding")
+	contentLength    = []byte("Content-Length")
+	upgradeHeader    = []byte("Upgrade")
+	chunked          = []byte("chunked")
+)
+
+// parseLength reads a Content-Length value: decimal digits only, at least
+// one, and small enough for an int64.
+func parseLength(v []byte) (int64, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		d := int64(c - '0')
+		if c < '0' || c > '9' || n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 var (
