@@ -54,7 +54,17 @@ type App struct {
 	opts   AppOptions
 	admit  *admission
 	closed atomic.Bool
+
+	inflight atomic.Int64 // requests inside ServeHTTP
+	draining atomic.Bool  // closed for unloadDelay: unload once idle
+	unloaded atomic.Bool
 }
+
+// unloadDelay is how long a closed app stays in the VM. On a reload Caddy
+// cleans up the old config's handlers once its old servers have begun to
+// shut down, not finished: a request such a server read just before may
+// reach this handler after Close, and must still find its app.
+const unloadDelay = 10 * time.Second
 
 func newApp(rt *Runtime, id uint64, o AppOptions) *App {
 	if o.MaxRequests <= 0 {
@@ -78,17 +88,36 @@ func newApp(rt *Runtime, id uint64, o AppOptions) *App {
 		admit: newAdmission(o.MaxRequests, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
 
-// Close drops the app from the VM; requests in flight finish with it.
+// Close drops the app: it no longer counts as serving at once, and leaves
+// the VM after unloadDelay, once no request of it is in flight (requests in
+// the VM hold the app themselves).
 func (a *App) Close() {
 	if a.closed.CompareAndSwap(false, true) {
-		a.rt.control(C.RV_IN_UNLOAD_APP, a.id, nil)
 		a.rt.apps.Add(-1)
+		time.AfterFunc(unloadDelay, func() {
+			a.draining.Store(true)
+			a.unloadIfIdle()
+		})
+	}
+}
+
+func (a *App) unloadIfIdle() {
+	if a.draining.Load() && a.inflight.Load() == 0 && a.unloaded.CompareAndSwap(false, true) {
+		a.rt.control(C.RV_IN_UNLOAD_APP, a.id, nil)
+	}
+}
+
+func (a *App) requestDone() {
+	if a.inflight.Add(-1) == 0 && a.draining.Load() {
+		a.unloadIfIdle()
 	}
 }
 
 var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.inflight.Add(1)
+	defer a.requestDone()
 	if a.opts.MaxBodyBytes > 0 && r.ContentLength > a.opts.MaxBodyBytes {
 		refuse(w, r, http.StatusRequestEntityTooLarge)
 		return

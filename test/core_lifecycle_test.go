@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,6 +164,75 @@ func TestCoreReloadUnderLoad(t *testing.T) {
 	}
 	equal(t, "after", s.get(t, "/").body, "v2")
 	mustContain(t, "config", newCfg, v2)
+}
+
+// On a reload Caddy cleans up the old config's handlers once its old server
+// has begun to shut down, while that server still passes on requests it has
+// read. Here one waits in forward_auth (a Caddy handler before ruvoy's)
+// across a whole reload, then reaches the old handler: it must get the old
+// app, not a 503.
+func TestCoreReloadKeepsOldAppForItsRequests(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Forwarded-Uri") == "/held" {
+			arrived <- struct{}{}
+			<-release
+		}
+	}))
+	defer auth.Close()
+
+	port, adminPort := freePort(t), freePort(t)
+	rackup, _ := filepath.Abs(app("reload_v1.ru"))
+	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin 127.0.0.1:%s
+	auto_https off
+	persist_config off
+}
+http://127.0.0.1:%s {
+	route {
+		forward_auth %s {
+			uri /check
+		}
+		ruvoy * %s
+	}
+}
+`, adminPort, port, strings.TrimPrefix(auth.URL, "http://"), rackup)), 0o644)
+	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.waitReady(t)
+	equal(t, "before", s.get(t, "/").body, "v1")
+
+	held := make(chan string, 1)
+	go func() {
+		res, err := client.Get(s.url + "/held")
+		if err != nil {
+			held <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		held <- fmt.Sprintf("%d %s", res.StatusCode, b)
+	}()
+	<-arrived
+
+	admin := "http://127.0.0.1:" + adminPort
+	res, err := client.Get(admin + "/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	newCfg := strings.Replace(string(cfg), "reload_v1.ru", "reload_v2.ru", 1)
+	res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	equal(t, "POST /load status", res.StatusCode, 200)
+	equal(t, "after the reload", s.get(t, "/").body, "v2")
+
+	close(release)
+	equal(t, "the request the old server read", <-held, "200 v1")
 }
 
 func TestCoreCaddyfile(t *testing.T) {
