@@ -108,7 +108,7 @@ func (a *App) unloadIfIdle() {
 }
 
 func (a *App) requestDone() {
-	if a.inflight.Add(-1) == 0 && a.draining.Load() {
+	if a.inflight.Add(-1) == 0 {
 		a.unloadIfIdle()
 	}
 }

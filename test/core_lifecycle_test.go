@@ -59,14 +59,7 @@ func TestCoreSigtermDrains(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := client.Get(s.url + "/sleep?s=1")
-			if err != nil {
-				results <- err.Error()
-				return
-			}
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			results <- fmt.Sprintf("%d %s", res.StatusCode, b)
+			results <- statusAndBody(s.url + "/sleep?s=1")
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -135,24 +128,8 @@ func TestCoreReloadUnderLoad(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 
-	res, err := client.Get(admin + "/config/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := io.ReadAll(res.Body)
-	res.Body.Close()
 	v2, _ := filepath.Abs(app("reload_v2.ru"))
-	newCfg := strings.Replace(string(cfg), "reload_v1.ru", "reload_v2.ru", 1)
-	if newCfg == string(cfg) {
-		t.Fatalf("the running config does not name reload_v1.ru:\n%s", cfg)
-	}
-	res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	equal(t, "POST /load status "+string(body), res.StatusCode, 200)
+	newCfg := reloadToV2(t, admin)
 	time.Sleep(500 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
@@ -203,19 +180,32 @@ http://127.0.0.1:%s {
 	equal(t, "before", s.get(t, "/").body, "v1")
 
 	held := make(chan string, 1)
-	go func() {
-		res, err := client.Get(s.url + "/held")
-		if err != nil {
-			held <- err.Error()
-			return
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		held <- fmt.Sprintf("%d %s", res.StatusCode, b)
-	}()
+	go func() { held <- statusAndBody(s.url + "/held") }()
 	<-arrived
 
-	admin := "http://127.0.0.1:" + adminPort
+	reloadToV2(t, "http://127.0.0.1:"+adminPort)
+	equal(t, "after the reload", s.get(t, "/").body, "v2")
+
+	close(release)
+	equal(t, "the request the old server read", <-held, "200 v1")
+}
+
+// statusAndBody GETs url and says "STATUS BODY", or the error; it calls no
+// t method, so goroutines may use it.
+func statusAndBody(url string) string {
+	res, err := client.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return fmt.Sprintf("%d %s", res.StatusCode, b)
+}
+
+// reloadToV2 swaps reload_v1.ru for reload_v2.ru in the running config
+// through the admin API at admin, and returns the config it loaded.
+func reloadToV2(t *testing.T, admin string) string {
+	t.Helper()
 	res, err := client.Get(admin + "/config/")
 	if err != nil {
 		t.Fatal(err)
@@ -223,16 +213,17 @@ http://127.0.0.1:%s {
 	cfg, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	newCfg := strings.Replace(string(cfg), "reload_v1.ru", "reload_v2.ru", 1)
+	if newCfg == string(cfg) {
+		t.Fatalf("the running config does not name reload_v1.ru:\n%s", cfg)
+	}
 	res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	equal(t, "POST /load status", res.StatusCode, 200)
-	equal(t, "after the reload", s.get(t, "/").body, "v2")
-
-	close(release)
-	equal(t, "the request the old server read", <-held, "200 v1")
+	equal(t, "POST /load status "+string(body), res.StatusCode, 200)
+	return newCfg
 }
 
 func TestCoreCaddyfile(t *testing.T) {
