@@ -113,6 +113,7 @@ struct rv_stream {
     int cancelled;                 /* the client went away */
     int interrupt_pending;         /* cancel arrived while the fiber could not take it */
     int done, done_error;          /* RV_IN_DONE arrived */
+    int started;                   /* its fiber began serving it */
     int finishing;                 /* the app is done; after-reply hooks may run */
     rv_waiter *waiter;             /* the request fiber's current wait */
     rv_waiter *input_waiter;       /* who waits for body bytes */

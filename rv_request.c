@@ -193,6 +193,7 @@ static void after_reply(rv_stream *s, VALUE exc)
 
 static void serve(rv_stream *s)
 {
+    s->started = 1;
     int state = 0;
     VALUE exc = Qnil;
     s->env = rb_protect(build_env, (VALUE)s, &state);

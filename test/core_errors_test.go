@@ -3,11 +3,15 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // logLines returns the JSON log entries on stderr whose msg is msg.
@@ -159,4 +163,75 @@ func TestCoreResponseFinished(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Ruby maps a new fiber's stack at its first switch, and under a memory
+// limit that fails. With 512 MiB fiber stacks and an address-space limit
+// set once the server is up, only the stacks Ruby mapped at boot can be
+// had: the requests past them must get a 503 and a log line, not hang,
+// and the server must go on serving.
+func TestCoreFiberThatCannotStart(t *testing.T) {
+	port := freePort(t)
+	s := launchIn(t, "", []string{fmt.Sprintf("RUBY_FIBER_MACHINE_STACK_SIZE=%d", 512<<20)},
+		port, "-p", port, app("core.ru"))
+	s.waitReady(t)
+	limitAddressSpace(t, s.cmd.Process.Pid, 256<<20)
+
+	const n = 48 // more than the 32 stacks Ruby's fiber pool maps at boot
+	statuses := make(chan response, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/sleep?s=0.5", nil)
+			res, err := client.Do(req)
+			if err != nil {
+				statuses <- response{body: err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			statuses <- response{status: res.StatusCode, body: string(b)}
+		}()
+	}
+	ok, refused := 0, 0
+	for i := 0; i < n; i++ {
+		r := <-statuses
+		switch {
+		case r.status == 200:
+			ok++
+		case r.status == 503 && r.body == "Service Unavailable\n":
+			refused++
+		default:
+			t.Errorf("a request got %d %q", r.status, r.body)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("all %d requests got a fiber: the limit did not bite", ok)
+	}
+	t.Logf("%d served, %d refused", ok, refused)
+	waitLog(t, s, "the request's fiber could not start", "error_class", "FiberError")
+	equal(t, "a request after them", s.get(t, "/raw/hello").body, "hello world")
+}
+
+// limitAddressSpace caps pid's address space at what it maps now plus room.
+func limitAddressSpace(t *testing.T, pid int, room uint64) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kib uint64
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmSize:") {
+			fmt.Sscanf(strings.TrimPrefix(line, "VmSize:"), "%d", &kib)
+		}
+	}
+	if kib == 0 {
+		t.Fatalf("no VmSize in /proc/%d/status", pid)
+	}
+	limit := unix.Rlimit{Cur: kib<<10 + room, Max: unix.RLIM_INFINITY}
+	if err := unix.Prlimit(pid, unix.RLIMIT_AS, &limit, nil); err != nil {
+		t.Fatal(err)
+	}
 }
