@@ -213,7 +213,8 @@ func TestCoreFiberThatCannotStart(t *testing.T) {
 		t.Fatalf("all %d requests got a fiber: the limit did not bite", ok)
 	}
 	t.Logf("%d served, %d refused", ok, refused)
-	waitLog(t, s, "the request's fiber could not start", "error_class", "FiberError")
+	entry := waitLog(t, s, "the request's fiber could not start", "error_class", "FiberError")
+	equal(t, "path", entry["path"], any("/sleep"))
 	equal(t, "a request after them", s.get(t, "/raw/hello").body, "hello world")
 }
 
