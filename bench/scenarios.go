@@ -35,6 +35,11 @@ var scenarios = []scenario{
 	}},
 	{name: "noop-pinned", label: "no-op, HTTP/1.1, 100 connections, pinned (server CPU 1, wrk CPU 0)", pinned: true,
 		measure: func(t target) sample { return wrk(t, "/", 100, "") }},
+	// One connection: every hand-off between threads is paid in full,
+	// none is shared with other requests.
+	{name: "noop-c1", label: "no-op, HTTP/1.1, one connection", measure: func(t target) sample {
+		return wrk(t, "/", 1, "")
+	}},
 	{name: "h2", label: "no-op, HTTP/2 over TLS (h2load), 100 connections", tls: true, h2: true, measure: h2load},
 	{name: "tls", label: "no-op, HTTP/1.1 over TLS 1.3, 100 connections", tls: true, measure: func(t target) sample {
 		return wrk(t, "/", 100, "")

@@ -82,14 +82,14 @@ var servers = []server{
 	}},
 	// The ceiling: Caddy answering by itself under ruvoy's server config.
 	{name: "caddy-static", label: "caddy static_response", h2: true,
-		only: []string{"noop", "noop-pinned", "tls", "h2"}, start: func(l launch) *exec.Cmd {
+		only: []string{"noop", "noop-pinned", "noop-c1", "tls", "h2"}, start: func(l launch) *exec.Cmd {
 			return caddyConfig(l, map[string]any{
 				"handler": "static_response", "body": "hello world\n",
 				"headers": map[string][]string{"Content-Type": {"text/plain"}},
 			})
 		}},
 	// The diagnostic: ruvoy's runtime under plain net/http, no Caddy.
-	{name: "ruvoy-nethttp", label: "ruvoy runtime, net/http", only: []string{"noop", "noop-pinned"},
+	{name: "ruvoy-nethttp", label: "ruvoy runtime, net/http", only: []string{"noop", "noop-pinned", "noop-c1"},
 		start: func(l launch) *exec.Cmd {
 			return exec.Command(filepath.Join(l.root, "ruvoy-nethttp"), "-addr", "127.0.0.1:"+l.port, l.rackup)
 		}},
