@@ -162,7 +162,7 @@ extern rv_stats rv_stat;
 void rv_loop_init(const rv_config *cfg);
 void rv_gc_clock_init(void);
 void rv_loop_run(void);
-void rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot);
+int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot);
 void rv_fiber_pool_init(void);
 VALUE rv_fiber_take(void);
 VALUE rv_fiber_park(void);

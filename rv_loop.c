@@ -301,8 +301,12 @@ static VALUE start_in(VALUE arg)
 }
 
 /* Runs a request's fiber until it first waits or ends: a new one, or a
- * parked one (rv_fiber_pool.c), which is handed the request's slot. */
-void rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot)
+ * parked one (rv_fiber_pool.c), which is handed the request's slot.
+ * Returns 0 when the switch itself failed before the fiber took the
+ * request (Ruby maps a new fiber's stack at its first switch, and under a
+ * memory limit that raises FiberError): the request is then still the
+ * caller's to answer, and the exception is left in rb_errinfo. */
+int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot)
 {
     uint32_t at = s->slot; /* s is freed if the request ends meanwhile */
     running(s);
@@ -311,20 +315,11 @@ void rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot)
     rb_protect(start_in, (VALUE)&a, &state);
     back_in_loop();
     if (!state)
-        return;
-    if (L->streams[at] != s || s->started) {
-        report_escape("an exception escaped a request fiber");
-        return;
-    }
-    /* The switch itself failed: Ruby maps a new fiber's stack at its first
-     * switch, and that can fail (FiberError under a memory limit). The
-     * request is still ours to answer. */
-    VALUE exc = rb_errinfo();
-    rb_set_errinfo(Qnil);
-    rv_log_exception(s, "the request's fiber could not start", exc);
-    s->fiber = Qnil;
-    rv_respond_error(s, 503);
-    rv_stream_finish(s);
+        return 1;
+    if (L->streams[at] == s && !s->started)
+        return 0;
+    report_escape("an exception escaped a request fiber");
+    return 1;
 }
 
 /* Raises exc in fiber at the point where it waits. A fiber that cannot take

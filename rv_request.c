@@ -17,6 +17,17 @@ static VALUE new_fiber(VALUE slot)
     return rb_block_call(rv_cFiber, rv_id_new, 0, NULL, rv_request_main, slot);
 }
 
+/* A request no fiber could take: 503, with the exception (in rb_errinfo)
+ * logged. */
+static void refuse_unstarted(rv_stream *s, const char *what)
+{
+    VALUE exc = rb_errinfo();
+    rb_set_errinfo(Qnil);
+    rv_log_exception(s, what, exc);
+    rv_respond_error(s, 503);
+    rv_stream_finish(s);
+}
+
 void rv_request_start(rv_msg *m)
 {
     uint32_t slot = RV_SLOT(m->stream);
@@ -50,24 +61,21 @@ void rv_request_start(rv_msg *m)
         rv_stream_finish(s);
         return;
     }
-    VALUE fiber = rv_fiber_take();
-    if (!NIL_P(fiber)) {
-        s->fiber = fiber;
-        rv_run_fiber(s, fiber, INT2FIX(slot));
-        return;
-    }
-    int state = 0;
-    fiber = rb_protect(new_fiber, INT2FIX(slot), &state);
-    if (state) {
-        VALUE exc = rb_errinfo();
-        rb_set_errinfo(Qnil);
-        rv_log_exception(s, "no fiber could be made for the request", exc);
-        rv_respond_error(s, 503);
-        rv_stream_finish(s);
-        return;
+    VALUE fiber = rv_fiber_take(), handed = INT2FIX(slot);
+    if (NIL_P(fiber)) {
+        int state = 0;
+        fiber = rb_protect(new_fiber, INT2FIX(slot), &state);
+        if (state) {
+            refuse_unstarted(s, "no fiber could be made for the request");
+            return;
+        }
+        handed = Qnil; /* a new fiber has its slot from its block */
     }
     s->fiber = fiber;
-    rv_run_fiber(s, fiber, Qnil);
+    if (!rv_run_fiber(s, fiber, handed)) {
+        s->fiber = Qnil;
+        refuse_unstarted(s, "the request's fiber could not start");
+    }
 }
 
 static VALUE build_env(VALUE s)
