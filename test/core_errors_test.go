@@ -181,32 +181,19 @@ func TestCoreFiberThatCannotStart(t *testing.T) {
 	limitAddressSpace(t, s.cmd.Process.Pid, 256<<20)
 
 	const n = 48 // more than the 32 stacks Ruby's fiber pool maps at boot
-	statuses := make(chan response, n)
+	answers := make(chan string, n)
 	for i := 0; i < n; i++ {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/sleep?s=0.5", nil)
-			res, err := client.Do(req)
-			if err != nil {
-				statuses <- response{body: err.Error()}
-				return
-			}
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			statuses <- response{status: res.StatusCode, body: string(b)}
-		}()
+		go func() { answers <- statusAndBody(s.url + "/sleep?s=0.5") }()
 	}
 	ok, refused := 0, 0
 	for i := 0; i < n; i++ {
-		r := <-statuses
-		switch {
-		case r.status == 200:
+		switch a := <-answers; {
+		case strings.HasPrefix(a, "200 "):
 			ok++
-		case r.status == 503 && r.body == "Service Unavailable\n":
+		case a == "503 Service Unavailable\n":
 			refused++
 		default:
-			t.Errorf("a request got %d %q", r.status, r.body)
+			t.Errorf("a request got %q", a)
 		}
 	}
 	if refused == 0 {
