@@ -2,6 +2,7 @@
 // medians, ratios and a verdict per scenario:
 //
 //	bench/run [-rounds 5] [-duration 5s] [-servers ruvoy,puma-5,...] [-scenarios noop,h2,...]
+//	          [-ruvoy-env 'GOMAXPROCS=1']
 //
 // Each round starts every server afresh for each fixture, in an order
 // rotated every round, warms it up, and measures each scenario while
@@ -26,6 +27,7 @@ var (
 	duration    = flag.Duration("duration", 5*time.Second, "load duration per measurement")
 	onlyServers = flag.String("servers", strings.Join(serverNames(), ","), "servers, comma-separated")
 	onlyScen    = flag.String("scenarios", strings.Join(scenarioNames(), ","), "scenarios, comma-separated")
+	variantEnv  = flag.String("ruvoy-env", "", "also run ruvoy with these VAR=VALUE settings (space-separated), as server ruvoy-env")
 )
 
 func main() {
@@ -33,6 +35,9 @@ func main() {
 	root, err := filepath.Abs(".")
 	check(err)
 	servers := pick(*onlyServers, serverByName)
+	if *variantEnv != "" {
+		servers = append(servers, ruvoyWithEnv(*variantEnv))
+	}
 	scens := pick(*onlyScen, scenarioByName)
 	started := time.Now()
 	out := filepath.Join(root, "bench", "results", started.Format("2006-01-02T150405"))

@@ -95,6 +95,20 @@ var servers = []server{
 		}},
 }
 
+// ruvoyWithEnv is ruvoy started with extra environment settings, to set a
+// setting side by side against the default (bench/run -ruvoy-env). The
+// runner replaces a command's environment, hence env(1).
+func ruvoyWithEnv(settings string) server {
+	s, _ := serverByName("ruvoy")
+	base := s.start
+	s.name, s.label = "ruvoy-env", "ruvoy, "+settings
+	s.start = func(l launch) *exec.Cmd {
+		c := base(l)
+		return exec.Command("env", append(append(strings.Fields(settings), c.Path), c.Args[1:]...)...)
+	}
+	return s
+}
+
 func puma(l launch, threads int, port string) *exec.Cmd {
 	bind := "tcp://127.0.0.1:" + port
 	if l.tls && port == l.port {
