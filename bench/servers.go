@@ -95,8 +95,8 @@ var servers = []server{
 		}},
 }
 
-// ruvoyWithEnv is ruvoy started with extra environment settings, to set a
-// setting side by side against the default (bench/run -ruvoy-env). The
+// ruvoyWithEnv is ruvoy started with extra environment settings, to measure
+// a setting side by side with the default (bench/run -ruvoy-env). The
 // runner replaces a command's environment, hence env(1).
 func ruvoyWithEnv(settings string) server {
 	s, _ := serverByName("ruvoy")
