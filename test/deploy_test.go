@@ -1,12 +1,17 @@
 package test
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,4 +72,121 @@ func TestDeployOverlappingRestart(t *testing.T) {
 		t.Fatalf("answers from both processes expected (v1 %v, v2 %v)", v1, v2)
 	}
 	t.Logf("%d requests, none failed", ok.Load())
+}
+
+// Go's HTTP/1 server, once its shutdown has begun, closes unanswered a
+// connection whose request head it reads afterwards, even one it accepted
+// before (caddy/drain.go). Here two connections accepted before SIGTERM send
+// their requests after it, one having sent nothing before, one half its
+// head: both are answered, then the process exits. Under `ruvoy config.ru`
+// and under a Caddyfile that lists the wrapper.
+func TestDeployStopAnswersAcceptedConnections(t *testing.T) {
+	t.Run("ruvoy config.ru", func(t *testing.T) {
+		stopAnswersAcceptedConnections(t, start(t, app("core.ru")))
+	})
+	t.Run("Caddyfile", func(t *testing.T) {
+		port := freePort(t)
+		rackup, _ := filepath.Abs(app("core.ru"))
+		caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+		os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	servers {
+		listener_wrappers {
+			ruvoy_drain
+		}
+	}
+}
+http://:%s {
+	bind 127.0.0.1
+	ruvoy * %s
+}
+`, port, rackup)), 0o644)
+		s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+		s.waitReady(t)
+		stopAnswersAcceptedConnections(t, s)
+	})
+}
+
+func stopAnswersAcceptedConnections(t *testing.T, s *server) {
+	silent, half := dialRaw(t, s.addr), dialRaw(t, s.addr)
+	io.WriteString(half, "GET /sleep?s=0.2 HTTP/1.1\r\nHost: ruvoy.test\r\n")
+	time.Sleep(200 * time.Millisecond) // both accepted
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(100 * time.Millisecond) // the server is stopping
+	io.WriteString(silent, "GET /sleep?s=0.2 HTTP/1.1\r\nHost: ruvoy.test\r\nConnection: close\r\n\r\n")
+	io.WriteString(half, "Connection: close\r\n\r\n")
+	equal(t, "the silent connection's answer", readAnswer(t, silent), "200 slept")
+	equal(t, "the half-sent connection's answer", readAnswer(t, half), "200 slept")
+	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
+}
+
+// The same on a config reload: a connection the old server accepted, whose
+// request head is complete only once the new config serves, is answered by
+// the old app.
+func TestDeployReloadAnswersAcceptedConnections(t *testing.T) {
+	adminPort := freePort(t)
+	s := start(t, "--admin-port", adminPort, app("reload_v1.ru"))
+	half := dialRaw(t, s.addr)
+	io.WriteString(half, "GET / HTTP/1.1\r\nHost: ruvoy.test\r\n")
+	time.Sleep(200 * time.Millisecond) // accepted by the old server
+	reloaded := make(chan string, 1)
+	go func() {
+		admin := "http://127.0.0.1:" + adminPort
+		res, err := client.Get(admin + "/config/")
+		if err == nil {
+			cfg, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			newCfg := strings.Replace(string(cfg), "reload_v1.ru", "reload_v2.ru", 1)
+			res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
+		}
+		if err != nil {
+			reloaded <- err.Error()
+			return
+		}
+		res.Body.Close()
+		reloaded <- res.Status
+	}()
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	eventually(t, 60*time.Second, "the new config serving", func() bool {
+		res, err := fresh.Get(s.url + "/")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return string(b) == "v2"
+	})
+	time.Sleep(100 * time.Millisecond) // the old server is stopping
+	io.WriteString(half, "Connection: close\r\n\r\n")
+	equal(t, "the old server's connection's answer", readAnswer(t, half), "200 v1")
+	equal(t, "POST /load", <-reloaded, "200 OK")
+}
+
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readAnswer reads one response from c, which the server then closes, as
+// "STATUS BODY", or the error that cut it short.
+func readAnswer(t *testing.T, c net.Conn) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return "no answer: " + err.Error()
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return fmt.Sprintf("%d %s, cut short: %v", res.StatusCode, b, err)
+	}
+	return fmt.Sprintf("%d %s", res.StatusCode, b)
 }

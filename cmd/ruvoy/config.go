@@ -60,9 +60,12 @@ func buildConfig(o *options) ([]byte, error) {
 		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 		"protocols":       protocols,
-		// Connection numbers for env["ruvoy.context"]; refusal of request
-		// smuggling shapes on cleartext HTTP/1.x (before TLS: TLS passes).
+		// Shutdown only once accepted connections' first requests are
+		// answered; connection numbers for env["ruvoy.context"]; refusal
+		// of request smuggling shapes on cleartext HTTP/1.x (before TLS:
+		// TLS passes).
 		"listener_wrappers": []any{
+			map[string]any{"wrapper": "ruvoy_drain"},
 			map[string]any{"wrapper": "ruvoy_connection_ids"},
 			map[string]any{"wrapper": "ruvoy_http1_guard"},
 		},

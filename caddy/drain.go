@@ -1,0 +1,232 @@
+package ruvoycaddy
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(new(Drain))
+}
+
+// Drain is the listener wrapper caddy.listeners.ruvoy_drain: when its
+// config stops (SIGTERM, SIGINT, `ruvoy stop`, or the old config of a
+// reload), it stops accepting and waits until every connection it accepted
+// has begun answering its first request, and only then lets the server shut
+// down.
+//
+// Why: Go's HTTP/1 server, once Shutdown has begun, closes a connection
+// whose request head it reads afterwards without answering it, even on a
+// connection it accepted before; a client that does not retry (keep-alives
+// off, or a POST) sees the request fail. Shutting down only after those
+// heads are read and answered loses none of them.
+//
+// It waits for connections that have sent bytes and not yet been answered,
+// and for silent ones (nothing sent yet) for silentWait; at most drainLimit
+// in all. It reads cleartext bytes: a TLS connection is answered by its
+// handshake first, so over TLS it does not help (place it before tls).
+type Drain struct {
+	logger    *zap.Logger
+	mu        sync.Mutex
+	listeners []*drainListener
+}
+
+const (
+	// drainLimit bounds the wait, as net/http's Shutdown stops waiting for
+	// a connection that has not sent its first request in 5 s.
+	drainLimit = 5 * time.Second
+	// silentWait is how long a connection that has sent nothing is awaited:
+	// a client sends its request right after connecting.
+	silentWait = 500 * time.Millisecond
+)
+
+// CaddyModule returns the Caddy module information.
+func (*Drain) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "caddy.listeners.ruvoy_drain",
+		New: func() caddy.Module { return new(Drain) },
+	}
+}
+
+// UnmarshalCaddyfile reads the wrapper's name; it takes no options
+// (servers { listener_wrappers { ruvoy_drain tls } }).
+func (*Drain) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// Provision subscribes the wrapper to its config's "stopping" event, which
+// Caddy emits, and waits on, before it stops any server.
+func (d *Drain) Provision(ctx caddy.Context) error {
+	d.logger = ctx.Logger()
+	events, err := ctx.App("events")
+	if err != nil {
+		return err
+	}
+	return events.(*caddyevents.App).On("stopping", d)
+}
+
+// WrapListener counts the connections l accepts by whether they await an
+// answer.
+func (d *Drain) WrapListener(l net.Listener) net.Listener {
+	dl := &drainListener{Listener: l, closed: make(chan struct{})}
+	d.mu.Lock()
+	d.listeners = append(d.listeners, dl)
+	d.mu.Unlock()
+	return dl
+}
+
+// Handle drains the wrapper's listeners: the "stopping" event.
+func (d *Drain) Handle(context.Context, caddy.Event) error {
+	d.mu.Lock()
+	listeners := d.listeners
+	d.mu.Unlock()
+	start := time.Now()
+	for _, l := range listeners {
+		l.stopAccepting()
+	}
+	for {
+		waiting := 0
+		for _, l := range listeners {
+			waiting += l.waiting(time.Since(start) < silentWait)
+		}
+		if waiting == 0 {
+			return nil
+		}
+		if time.Since(start) > drainLimit {
+			d.logger.Warn("shutting down with connections whose first request is unanswered",
+				zap.Int("connections", waiting), zap.Duration("waited", drainLimit))
+			return nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// drainListener counts its accepted connections by state. Once draining, it
+// accepts no more; its Accept then blocks until the server closes it, so
+// that the server sees the close it made itself.
+type drainListener struct {
+	net.Listener
+	accepting atomic.Int64 // Accept calls under way
+	silent    atomic.Int64 // connections that have sent nothing
+	reading   atomic.Int64 // connections that have sent bytes, unanswered
+	draining  atomic.Bool
+	stopOnce  sync.Once // closes the listening socket
+	stopErr   error
+	closeOnce sync.Once // closes closed
+	closed    chan struct{}
+}
+
+func (l *drainListener) Accept() (net.Conn, error) {
+	l.accepting.Add(1)
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.silent.Add(1)
+	}
+	l.accepting.Add(-1)
+	if err != nil && l.draining.Load() {
+		<-l.closed
+		return nil, net.ErrClosed
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &drainConn{Conn: c, l: l}, nil
+}
+
+func (l *drainListener) Close() error {
+	err := l.closeSocket()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
+}
+
+// stopAccepting closes the listening socket but not the wrapper.
+func (l *drainListener) stopAccepting() {
+	l.draining.Store(true)
+	l.closeSocket()
+}
+
+func (l *drainListener) closeSocket() error {
+	l.stopOnce.Do(func() { l.stopErr = l.Listener.Close() })
+	return l.stopErr
+}
+
+// waiting is the number of connections to wait for: those still in Accept,
+// those reading a request, and the silent ones if withSilent.
+func (l *drainListener) waiting(withSilent bool) int {
+	n := l.accepting.Load() + l.reading.Load()
+	if withSilent {
+		n += l.silent.Load()
+	}
+	return int(n)
+}
+
+// Connection states: sent nothing, sent bytes, answered (or closed).
+const (
+	connSilent int32 = iota
+	connReading
+	connAnswered
+)
+
+type drainConn struct {
+	net.Conn
+	l     *drainListener
+	state atomic.Int32
+}
+
+func (c *drainConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.state.Load() == connSilent && c.state.CompareAndSwap(connSilent, connReading) {
+		c.l.silent.Add(-1)
+		c.l.reading.Add(1)
+	}
+	return n, err
+}
+
+func (c *drainConn) Write(p []byte) (int, error) {
+	if c.state.Load() != connAnswered {
+		c.answered()
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *drainConn) Close() error {
+	c.answered()
+	return c.Conn.Close()
+}
+
+// answered moves the connection out of the counts, once.
+func (c *drainConn) answered() {
+	for {
+		s := c.state.Load()
+		if s == connAnswered {
+			return
+		}
+		if c.state.CompareAndSwap(s, connAnswered) {
+			if s == connSilent {
+				c.l.silent.Add(-1)
+			} else {
+				c.l.reading.Add(-1)
+			}
+			return
+		}
+	}
+}
+
+var (
+	_ caddy.ListenerWrapper = (*Drain)(nil)
+	_ caddy.Provisioner     = (*Drain)(nil)
+	_ caddyevents.Handler   = (*Drain)(nil)
+	_ caddyfile.Unmarshaler = (*Drain)(nil)
+)
