@@ -20,19 +20,21 @@ func init() {
 // Drain is the listener wrapper caddy.listeners.ruvoy_drain: when its
 // config stops (SIGTERM, SIGINT, `ruvoy stop`, or the old config of a
 // reload), it stops accepting and waits until every connection it accepted
-// has begun answering its first request, and only then lets the server shut
-// down.
+// has had its first request head read (or been answered, or closed), and
+// only then lets the server shut down.
 //
 // Why: Go's HTTP/1 server, once Shutdown has begun, closes a connection
 // whose request head it reads afterwards without answering it, even on a
 // connection it accepted before; a client that does not retry (keep-alives
-// off, or a POST) sees the request fail. Shutting down only after those
-// heads are read and answered loses none of them.
+// off, or a POST) sees the request fail. Go checks right after it has read
+// a head, so a head read settle before Shutdown is past that check, and its
+// request is served within the grace period like any other.
 //
-// It waits for connections that have sent bytes and not yet been answered,
-// and for silent ones (nothing sent yet) for silentWait; at most drainLimit
-// in all. It reads cleartext bytes: a TLS connection is answered by its
-// handshake first, so over TLS it does not help (place it before tls).
+// It waits for connections that have sent part of a head, for silent ones
+// (nothing sent yet) for silentWait, and settle after the last head ended;
+// at most drainLimit in all. It reads cleartext bytes: a TLS connection is
+// answered by its handshake first, so over TLS it does not help (place it
+// before tls).
 type Drain struct {
 	logger    *zap.Logger
 	mu        sync.Mutex
@@ -46,6 +48,9 @@ const (
 	// silentWait is how long a connection that has sent nothing is awaited:
 	// a client sends its request right after connecting.
 	silentWait = 500 * time.Millisecond
+	// settle is how long after a head has been read Go is taken to have
+	// checked for shutdown: that takes microseconds.
+	settle = 100 * time.Millisecond
 )
 
 // CaddyModule returns the Caddy module information.
@@ -98,14 +103,16 @@ func (d *Drain) Handle(context.Context, caddy.Event) error {
 	}
 	for {
 		waiting := 0
+		settled := true
 		for _, l := range listeners {
 			waiting += l.waiting(time.Since(start) < silentWait)
+			settled = settled && time.Duration(time.Now().UnixNano()-l.lastHead.Load()) >= settle
 		}
-		if waiting == 0 {
+		if waiting == 0 && settled {
 			return nil
 		}
 		if time.Since(start) > drainLimit {
-			d.logger.Warn("shutting down with connections whose first request is unanswered",
+			d.logger.Warn("shutting down with connections whose first request head is not read",
 				zap.Int("connections", waiting), zap.Duration("waited", drainLimit))
 			return nil
 		}
@@ -120,7 +127,8 @@ type drainListener struct {
 	net.Listener
 	accepting atomic.Int64 // Accept calls under way
 	silent    atomic.Int64 // connections that have sent nothing
-	reading   atomic.Int64 // connections that have sent bytes, unanswered
+	reading   atomic.Int64 // connections amid their first head
+	lastHead  atomic.Int64 // when a first head last ended (Unix ns)
 	draining  atomic.Bool
 	stopOnce  sync.Once // closes the listening socket
 	stopErr   error
@@ -163,7 +171,7 @@ func (l *drainListener) closeSocket() error {
 }
 
 // waiting is the number of connections to wait for: those still in Accept,
-// those reading a request, and the silent ones if withSilent.
+// those amid their first head, and the silent ones if withSilent.
 func (l *drainListener) waiting(withSilent bool) int {
 	n := l.accepting.Load() + l.reading.Load()
 	if withSilent {
@@ -172,48 +180,77 @@ func (l *drainListener) waiting(withSilent bool) int {
 	return int(n)
 }
 
-// Connection states: sent nothing, sent bytes, answered (or closed).
+// Connection states: sent nothing, amid the first head, past it (or
+// answered, or closed).
 const (
 	connSilent int32 = iota
 	connReading
-	connAnswered
+	connDone
 )
 
 type drainConn struct {
 	net.Conn
 	l     *drainListener
 	state atomic.Int32
+	// blank: the first head's current line is empty so far (an empty
+	// line ends the head). Used by Read only, which net/http does not
+	// call concurrently.
+	blank bool
 }
 
 func (c *drainConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.state.Load() == connSilent && c.state.CompareAndSwap(connSilent, connReading) {
-		c.l.silent.Add(-1)
-		c.l.reading.Add(1)
+	if n > 0 && c.state.Load() != connDone {
+		if c.state.CompareAndSwap(connSilent, connReading) {
+			c.l.silent.Add(-1)
+			c.l.reading.Add(1)
+		}
+		if c.headEnds(p[:n]) {
+			c.l.lastHead.Store(time.Now().UnixNano())
+			c.done()
+		}
 	}
 	return n, err
 }
 
+// headEnds follows the first head's lines through b and reports whether an
+// empty line (CRLF or a bare LF, as Go accepts) ends it there.
+func (c *drainConn) headEnds(b []byte) bool {
+	for _, x := range b {
+		switch x {
+		case '\n':
+			if c.blank {
+				return true
+			}
+			c.blank = true
+		case '\r':
+		default:
+			c.blank = false
+		}
+	}
+	return false
+}
+
 func (c *drainConn) Write(p []byte) (int, error) {
-	if c.state.Load() != connAnswered {
-		c.answered()
+	if c.state.Load() != connDone {
+		c.done()
 	}
 	return c.Conn.Write(p)
 }
 
 func (c *drainConn) Close() error {
-	c.answered()
+	c.done()
 	return c.Conn.Close()
 }
 
-// answered moves the connection out of the counts, once.
-func (c *drainConn) answered() {
+// done moves the connection out of the counts, once.
+func (c *drainConn) done() {
 	for {
 		s := c.state.Load()
-		if s == connAnswered {
+		if s == connDone {
 			return
 		}
-		if c.state.CompareAndSwap(s, connAnswered) {
+		if c.state.CompareAndSwap(s, connDone) {
 			if s == connSilent {
 				c.l.silent.Add(-1)
 			} else {

@@ -85,9 +85,10 @@ func TestDrainWaits(t *testing.T) {
 	}
 }
 
-// A connection that has sent part of a request is waited for until it is
-// answered.
-func TestDrainWaitsForARequestUntilItIsAnswered(t *testing.T) {
+// A connection amid its first head is waited for until the head ends, and
+// then for settle; one whose head was read earlier is not waited for,
+// however long its answer takes.
+func TestDrainWaitsForAHeadToEnd(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -95,26 +96,64 @@ func TestDrainWaitsForARequestUntilItIsAnswered(t *testing.T) {
 	d := &Drain{logger: zap.NewNop()}
 	l := d.WrapListener(inner)
 	defer l.Close()
-	client, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	conn := func() (client, server net.Conn) {
+		t.Helper()
+		client, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err = l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close(); server.Close() })
+		return client, server
 	}
-	defer client.Close()
-	server, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	client.Write([]byte("GET / HTTP/1.1\r\n"))
-	server.Read(make([]byte, 64))
-	const answerAfter = silentWait + 300*time.Millisecond
+	busy, busyServer := conn()
+	busy.Write([]byte("GET /long HTTP/1.1\r\nHost: a\r\n\r\n"))
+	busyServer.Read(make([]byte, 64))
+	half, halfServer := conn()
+	half.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n"))
+	halfServer.Read(make([]byte, 64))
+	time.Sleep(settle)
+
+	const restAfter = silentWait + 300*time.Millisecond
 	go func() {
-		time.Sleep(answerAfter)
-		server.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		time.Sleep(restAfter)
+		half.Write([]byte("\r\n"))
+		halfServer.Read(make([]byte, 64))
 	}()
 	start := time.Now()
 	d.Handle(context.Background(), caddy.Event{})
-	if waited := time.Since(start); waited < answerAfter || waited > answerAfter+time.Second {
-		t.Fatalf("waited %v for a connection answered after %v", waited, answerAfter)
+	if waited := time.Since(start); waited < restAfter+settle || waited > restAfter+settle+time.Second {
+		t.Fatalf("waited %v for a head that ended after %v; want that and %v more", waited, restAfter, settle)
+	}
+}
+
+func TestDrainHeadEnds(t *testing.T) {
+	cases := []struct {
+		pieces []string
+		end    int // the piece the head ends in; -1: none
+	}{
+		{[]string{"GET / HTTP/1.1\r\nHost: a\r\n\r\n"}, 0},
+		{[]string{"GET / HTTP/1.1\r\nHost: a\r\n", "\r\n"}, 1},
+		{[]string{"GET / HTTP/1.1\r\nHost: a\r", "\n\r", "\n"}, 2},
+		{[]string{"GET / HTTP/1.1\nHost: a\n\n"}, 0},
+		{[]string{"GET / HTTP/1.1\r\nHost: a\r\n"}, -1},
+		{[]string{"GET / HTTP/1.1\r\nX-A: \r\r\n"}, -1},
+		{[]string{"\r\nGET / HTTP/1.1\r\n", "Host: a\r\n\r\n"}, 1},
+	}
+	for _, tc := range cases {
+		c := &drainConn{}
+		end := -1
+		for i, p := range tc.pieces {
+			if c.headEnds([]byte(p)) {
+				end = i
+				break
+			}
+		}
+		if end != tc.end {
+			t.Errorf("%q: the head ends in piece %d, want %d", tc.pieces, end, tc.end)
+		}
 	}
 }
