@@ -27,8 +27,8 @@ func init() {
 // whose request head it reads afterwards without answering it, even on a
 // connection it accepted before; a client that does not retry (keep-alives
 // off, or a POST) sees the request fail. Go checks right after it has read
-// a head, so a head read settle before Shutdown is past that check, and its
-// request is served within the grace period like any other.
+// a head, so settle after that read it is past the check, and the request
+// is served within the grace period like any other.
 //
 // It waits for connections that have sent part of a head, for silent ones
 // (nothing sent yet) for silentWait, and settle after the last head ended;
@@ -82,8 +82,8 @@ func (d *Drain) Provision(ctx caddy.Context) error {
 	return events.(*caddyevents.App).On("stopping", d)
 }
 
-// WrapListener counts the connections l accepts by whether they await an
-// answer.
+// WrapListener counts the connections l accepts by how far they are
+// through their first request head.
 func (d *Drain) WrapListener(l net.Listener) net.Listener {
 	dl := &drainListener{Listener: l, closed: make(chan struct{})}
 	d.mu.Lock()

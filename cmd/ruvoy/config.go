@@ -60,8 +60,8 @@ func buildConfig(o *options) ([]byte, error) {
 		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 		"protocols":       protocols,
-		// Shutdown only once accepted connections' first requests are
-		// answered; connection numbers for env["ruvoy.context"]; refusal
+		// Shutdown only once accepted connections' first request heads
+		// are read; connection numbers for env["ruvoy.context"]; refusal
 		// of request smuggling shapes on cleartext HTTP/1.x (before TLS:
 		// TLS passes).
 		"listener_wrappers": []any{
