@@ -199,17 +199,7 @@ func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
 				return fmt.Errorf("ruvoy: upstream cluster name %q: no commas or spaces", name)
 			}
 		}
-		app, err := ctx.App("ruvoy")
-		if err != nil {
-			return fmt.Errorf("ruvoy: loading the clusters: %w", err)
-		}
-		clusters := app.(*Clusters)
-		for _, name := range u.Clusters {
-			if clusters.handlers[name] == nil {
-				ctx.Logger().Warn("the app may call an upstream cluster that is not defined: its calls will fail",
-					zap.String("cluster", name))
-			}
-		}
+		clusters := &clustersRef{ctx: ctx, wanted: u.Clusters}
 		o.Upstream = &ruvoy.UpstreamOptions{
 			Clusters:         u.Clusters,
 			Timeout:          time.Duration(u.TimeoutMS) * time.Millisecond,

@@ -221,6 +221,8 @@ func TestExtensionsUpstreamCalls(t *testing.T) {
 	equal(t, "unlisted cluster", r["error"], any("ArgumentError"))
 	r = getJSON(t, client, s.url+"/undefined")
 	equal(t, "undefined cluster", r["error"], any("Ruvoy::UpstreamError"))
+	mustContain(t, "the log, after the first call", s.stderr.String(),
+		`upstream cluster that is not defined: its calls will fail","cluster":"ghost"`)
 }
 
 // A client that leaves during a call: the call is cancelled, not leaked.
