@@ -72,7 +72,11 @@ func (*Drain) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // Provision subscribes the wrapper to its config's "stopping" event, which
-// Caddy emits, and waits on, before it stops any server.
+// Caddy emits, and waits on, before it stops any server. (Caddy's events
+// app takes subscriptions without a lock against Emit, as for the ones a
+// config lists, which it adds at Start: a module emitting while others are
+// provisioned, an active health check reporting a host, races with them.
+// Nothing in `ruvoy config.ru`'s config does.)
 func (d *Drain) Provision(ctx caddy.Context) error {
 	d.logger = ctx.Logger()
 	events, err := ctx.App("events")
