@@ -21,19 +21,7 @@ func TestDrainWaits(t *testing.T) {
 	}
 	d := &Drain{logger: zap.NewNop()}
 	l := d.WrapListener(inner).(*drainListener)
-	accept := func() (client, server net.Conn) {
-		t.Helper()
-		client, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		server, err = l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { client.Close(); server.Close() })
-		return client, server
-	}
+	accept := func() (client, server net.Conn) { return connect(t, inner, l) }
 	counts := func(what string, silent, reading int64) {
 		t.Helper()
 		if s, r := l.silent.Load(), l.reading.Load(); s != silent || r != reading {
@@ -96,23 +84,10 @@ func TestDrainWaitsForAHeadToEnd(t *testing.T) {
 	d := &Drain{logger: zap.NewNop()}
 	l := d.WrapListener(inner)
 	defer l.Close()
-	conn := func() (client, server net.Conn) {
-		t.Helper()
-		client, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		server, err = l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { client.Close(); server.Close() })
-		return client, server
-	}
-	busy, busyServer := conn()
+	busy, busyServer := connect(t, inner, l)
 	busy.Write([]byte("GET /long HTTP/1.1\r\nHost: a\r\n\r\n"))
 	busyServer.Read(make([]byte, 64))
-	half, halfServer := conn()
+	half, halfServer := connect(t, inner, l)
 	half.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n"))
 	halfServer.Read(make([]byte, 64))
 	time.Sleep(settle)
@@ -128,6 +103,21 @@ func TestDrainWaitsForAHeadToEnd(t *testing.T) {
 	if waited := time.Since(start); waited < restAfter+settle || waited > restAfter+settle+time.Second {
 		t.Fatalf("waited %v for a head that ended after %v; want that and %v more", waited, restAfter, settle)
 	}
+}
+
+// connect dials inner and accepts the connection through l, its wrapper.
+func connect(t *testing.T, inner, l net.Listener) (client, server net.Conn) {
+	t.Helper()
+	client, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
 }
 
 func TestDrainHeadEnds(t *testing.T) {
