@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,26 +84,11 @@ func TestDeployStopAnswersAcceptedConnections(t *testing.T) {
 		stopAnswersAcceptedConnections(t, start(t, app("core.ru")))
 	})
 	t.Run("Caddyfile", func(t *testing.T) {
-		port := freePort(t)
-		rackup, _ := filepath.Abs(app("core.ru"))
-		caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
-		os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
-	admin off
-	auto_https off
-	persist_config off
-	servers {
+		s := startCaddyfile(t, `servers {
 		listener_wrappers {
 			ruvoy_drain
 		}
-	}
-}
-http://:%s {
-	bind 127.0.0.1
-	ruvoy * %s
-}
-`, port, rackup)), 0o644)
-		s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
-		s.waitReady(t)
+	}`)
 		stopAnswersAcceptedConnections(t, s)
 	})
 }

@@ -6,6 +6,7 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -118,6 +119,29 @@ func launchIn(t testing.TB, dir string, env []string, port string, args ...strin
 			t.Logf("ruvoy stdout:\n%s\nruvoy stderr:\n%s", s.stdout, s.stderr)
 		}
 	})
+	return s
+}
+
+// startCaddyfile serves core.ru under `ruvoy run` with a Caddyfile whose
+// global options hold servers, a `servers { ... }` block.
+func startCaddyfile(t *testing.T, servers string) *server {
+	t.Helper()
+	port := freePort(t)
+	rackup, _ := filepath.Abs(app("core.ru"))
+	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	%s
+}
+http://:%s {
+	bind 127.0.0.1
+	ruvoy * %s
+}
+`, servers, port, rackup)), 0o644)
+	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.waitReady(t)
 	return s
 }
 

@@ -171,27 +171,12 @@ func TestShipGuardFollowsBodiesInPieces(t *testing.T) {
 // than the guard's 32 KiB buffer (under a Caddyfile that allows 128 KiB
 // heads): the guard holds each whole before Go sees it.
 func TestShipGuardHoldsHeadsInPieces(t *testing.T) {
-	port := freePort(t)
-	rackup, _ := filepath.Abs(app("core.ru"))
-	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
-	admin off
-	auto_https off
-	persist_config off
-	servers {
+	s := startCaddyfile(t, `servers {
 		max_header_size 128KiB
 		listener_wrappers {
 			ruvoy_http1_guard
 		}
-	}
-}
-http://:%s {
-	bind 127.0.0.1
-	ruvoy * %s
-}
-`, port, rackup)), 0o644)
-	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
-	s.waitReady(t)
+	}`)
 	hello := "GET /raw/hello HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, size := range []int{16000, 60000} {
 		big := strings.Repeat("a", size)
