@@ -53,9 +53,9 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, body int64) (f
 	select {
 	case a.slots <- struct{}{}:
 	default:
-		if !a.wait(r) {
+		if wait := a.wait(w, r); wait != admitted {
 			releaseBody()
-			if r.Context().Err() == nil {
+			if wait == refused {
 				overloaded(w, r)
 			}
 			return nil, false
@@ -68,26 +68,40 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, body int64) (f
 	}, true
 }
 
+// How a wait for a place ended.
+const (
+	admitted = iota
+	refused  // no place within the queue timeout
+	left     // the client went away
+)
+
 // wait queues for a place up to the queue timeout.
-func (a *admission) wait(r *http.Request) bool {
+func (a *admission) wait(w http.ResponseWriter, r *http.Request) int {
 	if a.queueTimeout <= 0 {
 		a.counters.rejectedCount.Add(1)
-		return false
+		return refused
 	}
 	a.counters.queued.Add(1)
 	defer a.counters.queued.Add(-1)
 	began := time.Now()
 	timer := time.NewTimer(a.queueTimeout)
 	defer timer.Stop()
-	select {
-	case a.slots <- struct{}{}:
-		a.counters.queueWaitNs.Add(int64(time.Since(began)))
-		return true
-	case <-timer.C:
-		a.counters.rejectedQueue.Add(1)
-		return false
-	case <-r.Context().Done():
-		return false
+	client := watchClient(r)
+	for {
+		select {
+		case a.slots <- struct{}{}:
+			a.counters.queueWaitNs.Add(int64(time.Since(began)))
+			return admitted
+		case <-timer.C:
+			a.counters.rejectedQueue.Add(1)
+			return refused
+		case <-client.fin:
+			client.finSeen()
+		case <-client.probe:
+			client.sendProbe(w)
+		case <-client.gone:
+			return left
+		}
 	}
 }
 

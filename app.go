@@ -49,11 +49,12 @@ const (
 
 // App is a loaded rackup: an http.Handler that runs requests in the VM.
 type App struct {
-	rt     *Runtime
-	id     uint64
-	opts   AppOptions
-	admit  *admission
-	closed atomic.Bool
+	rt           *Runtime
+	id           uint64
+	opts         AppOptions
+	admit        *admission
+	sendfileDirs []sendfileDir
+	closed       atomic.Bool
 
 	inflight atomic.Int64 // requests inside ServeHTTP
 	draining atomic.Bool  // closed for unloadDelay: unload once idle
@@ -66,7 +67,7 @@ type App struct {
 // reach this handler after Close, and must still find its app.
 const unloadDelay = 10 * time.Second
 
-func newApp(rt *Runtime, id uint64, o AppOptions) *App {
+func newApp(rt *Runtime, id uint64, o AppOptions, dirs []sendfileDir) *App {
 	if o.MaxRequests <= 0 {
 		o.MaxRequests = defaultMaxRequests
 	}
@@ -84,7 +85,7 @@ func newApp(rt *Runtime, id uint64, o AppOptions) *App {
 			u.MaxResponseBytes = defaultUpstreamMaxBytes
 		}
 	}
-	return &App{rt: rt, id: id, opts: o,
+	return &App{rt: rt, id: id, opts: o, sendfileDirs: dirs,
 		admit: newAdmission(o.MaxRequests, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
 
@@ -104,6 +105,9 @@ func (a *App) Close() {
 func (a *App) unloadIfIdle() {
 	if a.draining.Load() && a.inflight.Load() == 0 && a.unloaded.CompareAndSwap(false, true) {
 		a.rt.control(C.RV_IN_UNLOAD_APP, a.id, nil)
+		for _, d := range a.sendfileDirs {
+			d.root.Close()
+		}
 	}
 }
 
@@ -118,6 +122,8 @@ var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.inflight.Add(1)
 	defer a.requestDone()
+	// Caddy names itself; ruvoy sends no Server header unless the app does.
+	delete(w.Header(), "Server")
 	if a.opts.MaxBodyBytes > 0 && r.ContentLength > a.opts.MaxBodyBytes {
 		refuse(w, r, http.StatusRequestEntityTooLarge)
 		return
@@ -163,56 +169,86 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	*bufp = head[:0]
 	headPool.Put(bufp)
 
-	rs := &responder{w: w, sendfileDirs: a.opts.SendfileDirs, log: a.logPath}
-	var pump *bodyPump
-	var pumpFailed <-chan struct{}
+	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath}
 	if hasBody {
 		rs.rc = http.NewResponseController(w)
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
-		pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, rs.rc)
-		pumpFailed = pump.failed
+		rs.pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, rs.rc)
 	}
-	a.serve(r, rs, st, id, pump, pumpFailed)
+	a.serve(r, rs, st, id)
 }
 
 // serve writes what the VM sends until the response ends or the client
 // goes away.
-func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump *bodyPump, pumpFailed <-chan struct{}) {
-	gone := false
+func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64) {
+	var cancel C.uint32_t // the VM is told to give up: 0, or RV_F_ERROR / RV_F_MALFORMED
+	closeConn := false    // HTTP/1: end the connection after the response
 	defer func() {
-		if pump != nil {
-			pump.finish()
+		if rs.pump != nil {
+			rs.pump.finish()
 		}
-		if gone {
-			C.rv_cancel(C.uint64_t(id))
+		if cancel != 0 {
+			C.rv_cancel(C.uint64_t(id), cancel&C.RV_F_MALFORMED)
 		}
 		a.rt.slots.detach(st)
-		if rs.reset && !gone {
-			// A body cut short must look cut short: the connection (HTTP/1)
-			// or stream (HTTP/2) is reset instead of ending cleanly.
-			panic(http.ErrAbortHandler)
+		switch {
+		case rs.reset && cancel&C.RV_F_ERROR == 0:
+			rs.cut() // a body cut short must look cut short
+		case closeConn:
+			rs.closeConnection()
 		}
 	}()
-	ctx := r.Context()
+	client := watchClient(r)
+	var bodyFailed <-chan struct{}
+	if rs.pump != nil {
+		bodyFailed = rs.pump.failed
+	}
 	for {
 		m := st.take()
 		if m == nil {
 			select {
 			case <-st.notify:
 				continue
-			case <-ctx.Done():
-				gone = true
+			case <-client.fin:
+				client.finSeen()
+				continue
+			case <-client.probe:
+				if !rs.wroteHead {
+					client.sendProbe(rs.w)
+				}
+				continue
+			case <-client.gone:
+				cancel = C.RV_F_ERROR
 				return
-			case <-pumpFailed:
-				gone = true
+			case <-bodyFailed:
+				bodyFailed = nil
+				state := rs.pump.ended()
+				if state == bodyGone {
+					cancel = C.RV_F_ERROR
+					return
+				}
+				if rs.wroteHead {
+					rs.reset = true // the head is out: cut the response
+				} else {
+					rs.answer(statusForBody(state), true)
+					closeConn = r.ProtoMajor == 1
+				}
+				cancel = C.RV_F_MALFORMED
 				return
 			}
 		}
 		if err := rs.write(m); err != nil {
-			gone = true
+			cancel = C.RV_F_ERROR
 			if rs.wantDone {
 				submit(C.RV_IN_DONE, id, C.RV_F_ERROR, 0, nil)
 			}
+			return
+		}
+		if rs.refused != 0 {
+			// The request body was at fault: 400 went out instead of the
+			// app's answer, and the app hears why.
+			cancel = C.RV_F_MALFORMED
+			closeConn = r.ProtoMajor == 1
 			return
 		}
 		if rs.ended || rs.reset {
@@ -221,7 +257,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump 
 		if rs.wroteHead {
 			n, err := rs.flush()
 			if err != nil {
-				gone = true
+				cancel = C.RV_F_ERROR
 				return
 			}
 			if n > 0 {
@@ -231,7 +267,14 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump 
 	}
 	if !rs.wroteHead && !rs.reset {
 		a.rt.log().Error("ruvoy: the VM ended a response without a head", zap.String("path", r.URL.Path))
-		http.Error(rs.w, "Internal Server Error", http.StatusInternalServerError)
+		rs.answer(http.StatusInternalServerError, false)
+	}
+	// On HTTP/1 the bytes after a request's body are the next request: an
+	// app that answered without the whole body has the rest read and
+	// dropped, and a body that cannot be read to its end (malformed, too
+	// large, too slow) ends the connection.
+	if rs.pump != nil && r.ProtoMajor == 1 && !rs.reset {
+		closeConn = rs.pump.drain(lingerBytes, lingerTime) != bodyEOF
 	}
 	if rs.wantDone {
 		var flags C.uint32_t
@@ -244,8 +287,16 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, pump 
 	}
 }
 
-func (a *App) logPath(msg, path string) {
-	a.rt.log().Error(msg, zap.String("file", path))
+// statusForBody is ruvoy's answer to a request whose body ended badly.
+func statusForBody(state int32) int {
+	if state == bodyTimeout {
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
+}
+
+func (a *App) logPath(msg, path string, err error) {
+	a.rt.log().Error(msg, zap.String("file", path), zap.Error(err))
 }
 
 // bodyReservation is the most body memory a request can hold at once: what

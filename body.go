@@ -8,8 +8,12 @@ import "C"
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -23,20 +27,46 @@ type bodyPump struct {
 	window  int64
 	max     int64 // 0: no limit
 	rc      *http.ResponseController
+	state   atomic.Int32  // a body* state below
+	changed chan struct{} // signalled whenever state changes
 	stop    chan struct{}
 	done    chan struct{}
-	failed  chan struct{} // closed when the client stopped sending mid-body
+	failed  chan struct{} // closed when the body ended badly (see ended)
 	stopped bool
+	// discard, once set, has the pump read on without a window and drop
+	// what it reads, at most discardLeft more bytes: the app is done.
+	discard     atomic.Bool
+	discardLeft int64
 }
+
+// The states of a body pump. Once it leaves the first two it has ended.
+const (
+	bodyReading   int32 = iota // a Read is under way, or about to be
+	bodyWaiting                // the window is full: the app has not taken what was sent
+	bodyEOF                    // the whole body arrived
+	bodyMalformed              // its framing was invalid, or it ended before its length
+	bodyTimeout                // the client sent too slowly (a read deadline passed)
+	bodyTooLarge               // it went over MaxBodyBytes
+	bodyGone                   // the connection failed
+	bodyStopped                // the handler stopped the pump
+)
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 func startPump(st *stream, id uint64, body io.Reader, window, max int64, rc *http.ResponseController) *bodyPump {
 	p := &bodyPump{st: st, id: id, body: body, window: window, max: max, rc: rc,
-		stop: make(chan struct{}), done: make(chan struct{}), failed: make(chan struct{})}
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), failed: make(chan struct{})}
 	go p.run()
 	return p
 }
+
+func (p *bodyPump) set(state int32) {
+	p.state.Store(state)
+	signal(p.changed)
+}
+
+// ended is how the body ended, or bodyReading/bodyWaiting while it goes on.
+func (p *bodyPump) ended() int32 { return p.state.Load() }
 
 func (p *bodyPump) run() {
 	defer close(p.done)
@@ -45,12 +75,27 @@ func (p *bodyPump) run() {
 	buf := *bufp
 	var sent int64
 	for {
-		for sent-p.st.bodyTaken.Load() >= p.window {
+		for sent-p.st.bodyTaken.Load() >= p.window && !p.discard.Load() {
+			p.set(bodyWaiting)
 			select {
 			case <-p.st.bodyNotify:
 			case <-p.stop:
+				p.set(bodyStopped)
 				return
 			}
+		}
+		p.set(bodyReading)
+		if p.discard.Load() {
+			if p.discardLeft <= 0 {
+				p.set(bodyStopped)
+				return
+			}
+			n, err := p.body.Read(buf[:min(int64(len(buf)), p.discardLeft)])
+			p.discardLeft -= int64(n)
+			if err != nil && p.end(err) {
+				return
+			}
+			continue
 		}
 		room := p.window - (sent - p.st.bodyTaken.Load())
 		n, err := p.body.Read(buf[:min(int64(len(buf)), room)])
@@ -58,30 +103,99 @@ func (p *bodyPump) run() {
 			sent += int64(n)
 			if p.max > 0 && sent > p.max {
 				submit(C.RV_IN_BODY_END, p.id, C.RV_F_TOO_LARGE, 0, nil)
+				p.set(bodyTooLarge)
 				return
 			}
 			submit(C.RV_IN_BODY, p.id, 0, 0, buf[:n])
 		}
-		switch {
-		case err == nil:
-		case err == io.EOF:
-			submit(C.RV_IN_BODY_END, p.id, 0, 0, nil)
+		if err != nil && p.end(err) {
 			return
-		default:
-			var tooLarge *http.MaxBytesError
-			flags := C.uint32_t(C.RV_F_ERROR)
-			if errors.As(err, &tooLarge) {
-				flags = C.RV_F_TOO_LARGE
-			}
-			submit(C.RV_IN_BODY_END, p.id, flags, 0, nil)
-			select {
-			case <-p.stop:
-			default:
-				if flags == C.RV_F_ERROR {
-					close(p.failed)
-				}
-			}
-			return
+		}
+	}
+}
+
+// end says how the body ended, to the VM and to the handler, and reports
+// true; it reports false for a nil error.
+func (p *bodyPump) end(err error) bool {
+	if err == nil {
+		return false
+	}
+	if err == io.EOF {
+		submit(C.RV_IN_BODY_END, p.id, 0, 0, nil)
+		p.set(bodyEOF)
+		return true
+	}
+	select {
+	case <-p.stop: // the handler cut the read short
+		submit(C.RV_IN_BODY_END, p.id, C.RV_F_ERROR, 0, nil)
+		p.set(bodyStopped)
+		return true
+	default:
+	}
+	state, flags := classifyBodyError(err)
+	submit(C.RV_IN_BODY_END, p.id, flags, 0, nil)
+	p.set(state)
+	if state != bodyTooLarge {
+		close(p.failed)
+	}
+	return true
+}
+
+// drain reads what is left of the body and drops it, at most limit bytes
+// for at most wait, once the app has answered without it; it returns how
+// the body ended. Reading it whole keeps an HTTP/1 connection for the next
+// request, and the client, still sending, reads the answer rather than
+// meeting a reset.
+func (p *bodyPump) drain(limit int64, wait time.Duration) int32 {
+	if s := p.state.Load(); s != bodyReading && s != bodyWaiting {
+		return s
+	}
+	p.discardLeft = limit // read by run only once discard is seen
+	p.discard.Store(true)
+	signal(p.st.bodyNotify)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		p.finish()
+	}
+	return p.state.Load()
+}
+
+// classifyBodyError says why reading a request body failed: the
+// connection broke, the client was too slow, the body went over the
+// limit, or else the client sent something that is not a valid body
+// (chunked framing Go refused, or fewer bytes than Content-Length before
+// its FIN).
+func classifyBodyError(err error) (int32, C.uint32_t) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return bodyTooLarge, C.RV_F_TOO_LARGE
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return bodyTimeout, C.RV_F_ERROR
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed):
+		return bodyGone, C.RV_F_ERROR
+	}
+	return bodyMalformed, C.RV_F_MALFORMED
+}
+
+// settle waits until the pump has ended or waits for the app (its window
+// is full), at most limit. The handler calls it when the app answered
+// without needing the rest of the body, to tell whether the connection can
+// carry another request.
+func (p *bodyPump) settle(limit time.Duration) int32 {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		if s := p.state.Load(); s != bodyReading {
+			return s
+		}
+		select {
+		case <-p.changed:
+		case <-timer.C:
+			return p.state.Load()
 		}
 	}
 }

@@ -20,16 +20,28 @@ import (
 const headerFixedLen = 14
 
 // responder writes one request's response messages to its ResponseWriter.
+//
+// The head is held, not written, until body bytes follow it or the batch
+// of messages it came in has been handled: a body that fails before its
+// first byte then still becomes a 500 instead of a connection closed with
+// nothing sent. Before the head goes out, the request body decides what
+// the connection may do next (commit).
 type responder struct {
 	w            http.ResponseWriter
-	sendfileDirs []string // X-Sendfile may name files in these
-	log          func(msg, path string)
-	ignoreBody   bool  // the server sent a file in the body's place
+	req          *http.Request
+	pump         *bodyPump     // the request body's, or nil
+	sendfileDirs []sendfileDir // X-Sendfile may name files under these
+	log          func(msg, path string, err error)
+	ignoreBody   bool  // the server sent its own body in the app's place
 	err          error // a write failed
 	rc           *http.ResponseController
+	status       int
+	pending      bool // a head is set up but not written yet
 	wroteHead    bool
+	complete     bool // the batch being written ends the response
 	ended        bool // the response is complete
 	reset        bool // the VM cut the body short
+	refused      int  // the status ruvoy answered in the app's place (400, 408), or 0
 	wantDone     bool // the VM waits for RV_IN_DONE
 	written      int  // body bytes written since the last credit
 }
@@ -39,6 +51,12 @@ var errClientGone = errors.New("ruvoy: writing to the client failed")
 // write handles a batch of messages and frees them. It reports
 // errClientGone when a write failed.
 func (rs *responder) write(m *C.rv_msg) error {
+	rs.complete = false
+	for c := m; c != nil; c = c.next {
+		if c.flags&C.RV_F_END != 0 {
+			rs.complete = true
+		}
+	}
 	var err error
 	for m != nil {
 		next := m.next
@@ -52,6 +70,9 @@ func (rs *responder) write(m *C.rv_msg) error {
 		freeMsg(m)
 		m = next
 	}
+	if err == nil && rs.pending {
+		rs.commit()
+	}
 	return err
 }
 
@@ -62,11 +83,16 @@ func (rs *responder) handle(m *C.rv_msg) error {
 	}
 	switch m.kind {
 	case C.RV_OUT_HEAD:
-		body, ok := rs.writeHead(p, int(m.aux))
+		body, ok := rs.setHead(p, int(m.aux))
 		if !ok {
 			return nil
 		}
-		if err := rs.writeBody(body); err != nil {
+		if took, err := rs.sendfile(); took {
+			if err != nil {
+				rs.err = err
+				return err
+			}
+		} else if err := rs.writeBody(body); err != nil {
 			return err
 		}
 	case C.RV_OUT_FILE:
@@ -78,7 +104,14 @@ func (rs *responder) handle(m *C.rv_msg) error {
 			return err
 		}
 	case C.RV_OUT_RESET:
-		rs.reset = true
+		if rs.pending || !rs.wroteHead {
+			// Nothing went to the client yet: a clean 500 instead of a
+			// connection closed with nothing sent.
+			rs.pending = false
+			rs.answer(http.StatusInternalServerError, false)
+		} else {
+			rs.reset = true
+		}
 	}
 	if m.flags&C.RV_F_END != 0 {
 		rs.ended = true
@@ -86,10 +119,10 @@ func (rs *responder) handle(m *C.rv_msg) error {
 	return nil
 }
 
-// writeHead sets the headers and status; it returns the body bytes that
-// follow them in the payload.
-func (rs *responder) writeHead(p []byte, status int) ([]byte, bool) {
-	if len(p) < headerFixedLen || rs.wroteHead {
+// setHead sets the app's headers and status, to be written by commit; it
+// returns the body bytes that follow them in the payload.
+func (rs *responder) setHead(p []byte, status int) ([]byte, bool) {
+	if len(p) < headerFixedLen || rs.wroteHead || rs.pending {
 		return nil, false
 	}
 	length := int64(binary.NativeEndian.Uint64(p[0:8]))
@@ -113,20 +146,80 @@ func (rs *responder) writeHead(p []byte, status int) ([]byte, bool) {
 	if length >= 0 {
 		h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
 	}
-	if took, err := rs.sendfile(status); took {
-		rs.err = err
-		return nil, true
+	if _, ok := h["Content-Type"]; !ok {
+		// No sniffing: the client gets the type the app gave, or none.
+		h["Content-Type"] = nil
 	}
-	rs.w.WriteHeader(status)
-	rs.wroteHead = true
+	rs.status = status
+	rs.pending = true
 	return p, true
+}
+
+// commit writes the head the app set. On HTTP/1 an app that answered
+// without the rest of the request body first lets it arrive (up to the
+// window, as Go's own server reads a body before it writes a head), so that
+// a body which turns out malformed gets 400 instead of the app's answer.
+func (rs *responder) commit() {
+	rs.pending = false
+	if p := rs.pump; p != nil {
+		state := p.ended()
+		if state == bodyReading && rs.complete && rs.req.ProtoMajor == 1 {
+			state = p.settle(lingerTime)
+		}
+		switch state {
+		case bodyMalformed:
+			rs.answer(http.StatusBadRequest, true)
+			return
+		case bodyTimeout:
+			rs.answer(http.StatusRequestTimeout, true)
+			return
+		}
+	}
+	rs.wroteHead = true
+	rs.w.WriteHeader(rs.status)
+}
+
+// answer replaces whatever the app set with ruvoy's own short answer. With
+// refused, the request was at fault (a malformed or too slow body): the
+// app's answer, whatever comes of it, is dropped and an HTTP/1 connection
+// closes after this one.
+func (rs *responder) answer(status int, refused bool) {
+	if !refused && rs.pump != nil && rs.pump.ended() == bodyMalformed {
+		status, refused = http.StatusBadRequest, true
+	}
+	h := rs.w.Header()
+	for name := range h {
+		if name != "Alt-Svc" {
+			delete(h, name)
+		}
+	}
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	text := http.StatusText(status) + "\n"
+	h["Content-Length"] = []string{strconv.Itoa(len(text))}
+	if refused {
+		rs.refused = status
+		if rs.req.ProtoMajor == 1 {
+			h["Connection"] = []string{"close"}
+		}
+	}
+	rs.wroteHead, rs.ignoreBody, rs.ended = true, true, true
+	rs.status = status
+	rs.w.WriteHeader(status)
+	_, _ = io.WriteString(rs.w, text)
 }
 
 func (rs *responder) writeBody(p []byte) error {
 	if rs.err != nil {
 		return rs.err
 	}
-	if len(p) == 0 || rs.ignoreBody {
+	if len(p) == 0 {
+		return nil
+	}
+	if rs.pending {
+		rs.commit()
+	}
+	if rs.ignoreBody {
 		return nil
 	}
 	if _, err := rs.w.Write(p); err != nil {
@@ -145,8 +238,16 @@ func (rs *responder) writeFile(p []byte, status int) error {
 	f := os.NewFile(uintptr(fd), "response-body")
 	defer f.Close()
 	length := int64(binary.NativeEndian.Uint64(p[0:8]))
-	if _, ok := rs.writeHead(p, status); !ok || rs.ignoreBody {
+	if _, ok := rs.setHead(p, status); !ok {
 		return rs.err
+	}
+	if took, err := rs.sendfile(); took {
+		rs.err = err
+		return err // the header's file went in this one's place
+	}
+	rs.commit()
+	if rs.ignoreBody {
+		return nil
 	}
 	if _, err := io.CopyN(rs.w, f, length); err != nil {
 		return errClientGone

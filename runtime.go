@@ -153,13 +153,17 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 	if o.Upstream != nil {
 		clusters = strings.Join(o.Upstream.Clusters, ",")
 	}
+	dirs, err := openSendfileDirs(o.SendfileDirs)
+	if err != nil {
+		return nil, fmt.Errorf("ruvoy: a sendfile directory: %w", err)
+	}
 	payload := append(append(append(append([]byte(rackup), 0), environment...), 0), clusters...)
 	r := rt.control(C.RV_IN_LOAD_APP, 0, payload)
 	if r.result == 0 {
 		return nil, &BootError{Rackup: rackup, Message: r.text}
 	}
 	rt.apps.Add(1)
-	return newApp(rt, r.result, o), nil
+	return newApp(rt, r.result, o, dirs), nil
 }
 
 // BootError is an app that failed to load: Message holds Ruby's error and

@@ -17,7 +17,7 @@ enum {
     RV_IN_BODY,        /* request body bytes */
     RV_IN_BODY_END,    /* request body complete; flags say how it ended */
     RV_IN_CREDIT,      /* the client took aux response bytes: open the window */
-    RV_IN_CANCEL,      /* the client went away */
+    RV_IN_CANCEL,      /* the client went away (RV_F_MALFORMED: its body was malformed) */
     RV_IN_DONE,        /* the response was written (flags: RV_F_ERROR if not) */
     RV_IN_LOAD_APP,    /* control: load a rackup; payload is its fields */
     RV_IN_UNLOAD_APP,  /* control: drop app aux once its requests end */
@@ -46,7 +46,8 @@ enum {
     RV_F_WANT_DONE = 4, /* out: send RV_IN_DONE once the response is written */
     RV_F_ERROR = 8,     /* in: the body or the write failed */
     RV_F_TOO_LARGE = 16, /* in: the body went over --max-body-bytes */
-    RV_F_FAILED = 32     /* in (upstream reply): the call failed; payload says why */
+    RV_F_FAILED = 32,    /* in (upstream reply): the call failed; payload says why */
+    RV_F_MALFORMED = 64  /* in (body end, cancel): the request body's framing is invalid */
 };
 
 /* Log levels carried in an RV_OUT_LOG message's flags. */
@@ -108,7 +109,7 @@ int rv_join(void);
 void rv_msg_free(rv_msg *m);
 void rv_read_stats(rv_vm_stats *out);
 void rv_stall_check(uint64_t since);
-void rv_cancel(uint64_t stream);
+void rv_cancel(uint64_t stream, uint32_t flags);
 uint64_t rv_monotonic_ns(void);
 const char *rv_header_name(int code);
 const char *rv_ruby_version(void);

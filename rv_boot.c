@@ -297,14 +297,16 @@ void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, con
     rv_inbox_push(&rv_to_vm, m);
 }
 
-/* The client of a request went away: marked at once, so a request still
- * waiting in the inbox is dropped before it starts, then told by message. */
-void rv_cancel(uint64_t stream)
+/* Go is done with a request (its client went away, or with RV_F_MALFORMED
+ * its body was malformed and Go answered 400): marked at once, so a request
+ * still waiting in the inbox is dropped before it starts, then told by
+ * message. */
+void rv_cancel(uint64_t stream, uint32_t flags)
 {
     uint32_t slot = RV_SLOT(stream);
     if (rv_L && slot < rv_L->nstreams)
         atomic_store_explicit(&rv_L->cancelled[slot], stream, memory_order_relaxed);
-    rv_submit(RV_IN_CANCEL, stream, 0, 0, NULL, 0);
+    rv_submit(RV_IN_CANCEL, stream, flags, 0, NULL, 0);
 }
 
 rv_msg *rv_out_poll(void)

@@ -29,6 +29,8 @@ VALUE rv_input_read_chunk(rv_stream *s)
             return Qnil;
         case RV_BODY_TOO_LARGE:
             rb_raise(rv_eBodyTooLarge, "the request body is larger than the server allows");
+        case RV_BODY_MALFORMED:
+            rb_raise(rv_eBadRequest, "the request body is malformed (its framing is invalid or it ended early)");
         case RV_BODY_FAILED:
             rb_raise(rv_eClientDisconnected, "the client stopped sending the request body");
         }

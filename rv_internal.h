@@ -110,7 +110,7 @@ struct rv_stream {
     int head_sent;                 /* a head went to Go */
     int reset;                     /* the body failed after the head went out */
     int ended;                     /* an END went to Go before the final message */
-    int cancelled;                 /* the client went away */
+    int cancelled;                 /* RV_CANCEL_*: Go is done with the request */
     int interrupt_pending;         /* cancel arrived while the fiber could not take it */
     int done, done_error;          /* RV_IN_DONE arrived */
     int started;                   /* its fiber began serving it */
@@ -121,7 +121,11 @@ struct rv_stream {
     rv_waiter *done_waiter;        /* who waits for the response to be written */
 };
 
-enum { RV_BODY_OPEN, RV_BODY_EOF, RV_BODY_FAILED, RV_BODY_TOO_LARGE };
+enum { RV_BODY_OPEN, RV_BODY_EOF, RV_BODY_FAILED, RV_BODY_TOO_LARGE, RV_BODY_MALFORMED };
+
+/* Why Go gave up on a request: its client went away, or its body was
+ * malformed (Go answered 400 itself). */
+enum { RV_CANCEL_NONE, RV_CANCEL_GONE, RV_CANCEL_MALFORMED };
 
 typedef struct rv_fdwait {
     rv_waiter *first;
@@ -184,6 +188,7 @@ void rv_stream_wait(rv_stream *s, rv_waiter **slot, int reason);
 VALUE rv_stream_wait_done(VALUE slot);
 void rv_stream_end(rv_stream *s);
 void rv_stream_finish(rv_stream *s);
+VALUE rv_cancel_exception(rv_stream *s);
 void rv_request_start(rv_msg *m);
 void rv_stream_deliver(rv_msg *m);
 VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));
@@ -205,7 +210,7 @@ void rv_send_reply(uint64_t result, const char *text, size_t len);
 
 /* ---- Ruby-side names (rv_ruby.c) ---- */
 
-extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_cInput, rv_empty_input, rv_cFiber,
+extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest, rv_cInput, rv_empty_input, rv_cFiber,
     rv_eFiberError, rv_eUpstreamError;
 extern ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new,
     rv_id_to_ary, rv_id_load_app, rv_id_error_fields, rv_id_after_reply;

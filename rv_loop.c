@@ -201,7 +201,7 @@ VALUE rv_wait_switching(rv_waiter *w, VALUE target)
         rv_stream_flush(s);
         if (s->interrupt_pending && !w->uninterruptible) {
             s->interrupt_pending = 0;
-            rb_raise(rv_eClientDisconnected, "the client went away");
+            rb_exc_raise(rv_cancel_exception(s));
         }
         w->stream = s;
         s->waiter = w;

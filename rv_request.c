@@ -102,12 +102,12 @@ static void app_failed(rv_stream *s, VALUE exc)
         s->reset = 1; /* nobody is listening; nothing to log */
         return;
     }
-    if (rb_obj_is_kind_of(exc, rv_eBodyTooLarge)) {
-        /* The client's fault, not the app's: a 413 if it still can be. */
+    if (rb_obj_is_kind_of(exc, rv_eBodyTooLarge) || rb_obj_is_kind_of(exc, rv_eBadRequest)) {
+        /* The client's fault, not the app's: a 413 or 400 if it still can be. */
         if (s->head_sent)
             s->reset = 1;
         else
-            rv_respond_error(s, 413);
+            rv_respond_error(s, rb_obj_is_kind_of(exc, rv_eBadRequest) ? 400 : 413);
         return;
     }
     rv_log_exception(s, "the app raised", exc);
@@ -194,7 +194,9 @@ static void after_reply(rv_stream *s, VALUE exc)
     rv_stream_end(s);
     while (!s->done && !s->cancelled)
         rv_stream_wait(s, &s->done_waiter, RV_WAIT_DONE);
-    if (NIL_P(h.error) && (s->cancelled || s->done_error))
+    if (NIL_P(h.error) && s->cancelled)
+        h.error = rv_cancel_exception(s);
+    else if (NIL_P(h.error) && s->done_error)
         h.error = rb_exc_new_cstr(rv_eClientDisconnected, "the client went away before the response was written");
     run_hooks(&h);
 }

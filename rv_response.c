@@ -242,7 +242,7 @@ static void wait_for_window(rv_stream *s)
     while (s->inflight >= s->window && !s->cancelled)
         rv_stream_wait(s, &s->credit_waiter, RV_WAIT_CREDIT);
     if (s->cancelled)
-        rb_raise(rv_eClientDisconnected, "the client went away");
+        rb_exc_raise(rv_cancel_exception(s));
 }
 
 /* Adds a string's bytes to the out message in pieces of at most 64 KiB:
@@ -255,7 +255,7 @@ static void wait_for_window(rv_stream *s)
 void rv_stream_write(rv_stream *s, VALUE str, int now)
 {
     if (s->cancelled)
-        rb_raise(rv_eClientDisconnected, "the client went away");
+        rb_exc_raise(rv_cancel_exception(s));
     size_t off = 0;
     while (off < (size_t)RSTRING_LEN(str)) {
         size_t n = (size_t)RSTRING_LEN(str) - off;
@@ -305,7 +305,10 @@ static VALUE send_array(VALUE arg)
     if (r->declared < 0 && !r->no_body)
         set_length(r->s, total);
     if (r->no_body) {
-        if (r->declared < 0 && r->status != 204 && r->status != 304)
+        /* A HEAD answer whose parts are the GET body's tells its length; an
+         * empty one (Rack::Head drops the body) does not: it says nothing
+         * rather than Content-Length: 0 (RFC 9110 9.3.2). */
+        if (r->declared < 0 && total > 0 && r->status != 204 && r->status != 304)
             set_length(r->s, total);
         return Qnil;
     }
@@ -419,7 +422,8 @@ static void log_malformed(resp *r)
 
 void rv_respond_error(rv_stream *s, int status)
 {
-    const char *body = status == 413   ? "Payload Too Large\n"
+    const char *body = status == 400   ? "Bad Request\n"
+                       : status == 413 ? "Payload Too Large\n"
                        : status == 503 ? "Service Unavailable\n"
                                        : "Internal Server Error\n";
     if (s->out.m)
@@ -442,6 +446,14 @@ static void body_failed(resp *r, VALUE exc)
     rv_stream *s = r->s;
     if (rb_obj_is_kind_of(exc, rv_eClientDisconnected) || s->cancelled) {
         s->reset = 1;
+        return;
+    }
+    if (rb_obj_is_kind_of(exc, rv_eBadRequest) || rb_obj_is_kind_of(exc, rv_eBodyTooLarge)) {
+        /* A streaming body read a request body the client got wrong. */
+        if (s->head_sent)
+            s->reset = 1;
+        else
+            rv_respond_error(s, rb_obj_is_kind_of(exc, rv_eBadRequest) ? 400 : 413);
         return;
     }
     rv_log_exception(s, rb_obj_is_kind_of(exc, eMalformed) ? "the app returned a malformed response"

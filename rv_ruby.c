@@ -6,7 +6,7 @@
  */
 #include "rv_internal.h"
 
-VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_cInput, rv_empty_input, rv_cFiber,
+VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest, rv_cInput, rv_empty_input, rv_cFiber,
     rv_eFiberError;
 ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new, rv_id_to_ary,
     rv_id_load_app, rv_id_error_fields, rv_id_after_reply;
@@ -82,6 +82,7 @@ void rv_ruby_init(void)
     rv_mRuvoy = rb_define_module("Ruvoy");
     rv_eClientDisconnected = rb_define_class_under(rv_mRuvoy, "ClientDisconnected", rb_eIOError);
     rv_eBodyTooLarge = rb_define_class_under(rv_mRuvoy, "BodyTooLarge", rb_eIOError);
+    rv_eBadRequest = rb_define_class_under(rv_mRuvoy, "BadRequest", rb_eIOError);
     rb_define_module_function(rv_mRuvoy, "_read_chunk", read_chunk, 1);
     rb_define_module_function(rv_mRuvoy, "_write", write_chunk, 2);
     rb_define_module_function(rv_mRuvoy, "live_requests", live_requests, 0);

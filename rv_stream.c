@@ -72,6 +72,7 @@ void rv_stream_deliver(rv_msg *m)
         return; /* the chunk is kept until the app reads it */
     case RV_IN_BODY_END:
         s->in_state = m->flags & RV_F_TOO_LARGE ? RV_BODY_TOO_LARGE
+                      : m->flags & RV_F_MALFORMED ? RV_BODY_MALFORMED
                       : m->flags & RV_F_ERROR   ? RV_BODY_FAILED
                                                 : RV_BODY_EOF;
         wake(s, s->input_waiter);
@@ -89,22 +90,33 @@ void rv_stream_deliver(rv_msg *m)
         s->done_error = (m->flags & RV_F_ERROR) != 0;
         wake(s, s->done_waiter);
         break;
-    case RV_IN_CANCEL:
+    case RV_IN_CANCEL: {
         if (s->cancelled)
             break;
-        s->cancelled = 1;
+        /* Go answered 400 for a malformed body itself: the app hears why. */
+        int malformed = (m->flags & RV_F_MALFORMED) != 0;
+        s->cancelled = malformed ? RV_CANCEL_MALFORMED : RV_CANCEL_GONE;
         if (s->in_state == RV_BODY_OPEN)
-            s->in_state = RV_BODY_FAILED;
+            s->in_state = malformed ? RV_BODY_MALFORMED : RV_BODY_FAILED;
         wake(s, s->done_waiter);
         if (s->finishing)
             break; /* the app is done; only the after-reply hooks are left */
         if (s->waiter)
-            rv_interrupt(s->fiber, rb_exc_new_cstr(rv_eClientDisconnected, "the client went away"));
+            rv_interrupt(s->fiber, rv_cancel_exception(s));
         else
             s->interrupt_pending = 1;
         break;
     }
+    }
     rv_msg_free(m);
+}
+
+/* The exception a cancelled request's fiber gets where it waits or writes. */
+VALUE rv_cancel_exception(rv_stream *s)
+{
+    if (s->cancelled == RV_CANCEL_MALFORMED)
+        return rb_exc_new_cstr(rv_eBadRequest, "the request body is malformed; the server answered 400");
+    return rb_exc_new_cstr(rv_eClientDisconnected, "the client went away");
 }
 
 static VALUE wait_body(VALUE w)

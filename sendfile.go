@@ -1,12 +1,14 @@
 package ruvoy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // sendfileHeaders are the response headers by which an app (Rack::Sendfile,
@@ -16,7 +18,7 @@ var sendfileHeaders = []string{"X-Sendfile", "X-Accel-Redirect"}
 // sendfile serves the file an X-Sendfile or X-Accel-Redirect header names,
 // if it lies in one of the allowed directories; the app's own body (empty,
 // by Rack::Sendfile) is then ignored. It reports whether it took over.
-func (rs *responder) sendfile(status int) (bool, error) {
+func (rs *responder) sendfile() (bool, error) {
 	if len(rs.sendfileDirs) == 0 {
 		return false, nil
 	}
@@ -31,53 +33,79 @@ func (rs *responder) sendfile(status int) (bool, error) {
 	if target == "" {
 		return false, nil
 	}
-	path, ok := allowedFile(target, rs.sendfileDirs)
-	var f *os.File
-	var info os.FileInfo
-	var err error
-	if ok {
-		if f, err = os.Open(path); err == nil {
-			info, err = f.Stat()
-		}
-	}
-	if !ok || err != nil || !info.Mode().IsRegular() {
-		if f != nil {
-			f.Close()
-		}
-		rs.log("ruvoy: the app asked to send a file the server may not send (X-Sendfile)", target)
-		delete(h, "Content-Length")
-		http.Error(rs.w, "Internal Server Error", http.StatusInternalServerError)
-		rs.wroteHead, rs.ignoreBody = true, true
+	f, size, err := openAllowed(target, rs.sendfileDirs)
+	if err != nil {
+		rs.log("ruvoy: the app asked to send a file the server may not send (X-Sendfile)", target, err)
+		rs.pending = false
+		rs.answer(http.StatusInternalServerError, false)
 		return true, nil
 	}
 	defer f.Close()
-	h["Content-Length"] = []string{strconv.FormatInt(info.Size(), 10)}
-	rs.w.WriteHeader(status)
-	rs.wroteHead, rs.ignoreBody = true, true
-	if _, err := io.CopyN(rs.w, f, info.Size()); err != nil {
+	h["Content-Length"] = []string{strconv.FormatInt(size, 10)}
+	rs.commit()
+	if rs.ignoreBody {
+		return true, nil // the request was refused in the app's place
+	}
+	rs.ignoreBody = true
+	if _, err := io.CopyN(rs.w, f, size); err != nil {
 		return true, errClientGone
 	}
 	return true, nil
 }
 
-// allowedFile resolves target (a file path) and checks that it lies in
-// one of dirs, symlinks resolved.
-func allowedFile(target string, dirs []string) (string, bool) {
-	if !filepath.IsAbs(target) {
-		return "", false
-	}
-	path, err := filepath.EvalSymlinks(filepath.Clean(target))
-	if err != nil {
-		return "", false
-	}
+// sendfileDir is a directory X-Sendfile may name files in: the os.Root
+// that opens them, and the directory's path as given and with its symlinks
+// resolved (an app may name its files either way).
+type sendfileDir struct {
+	root  *os.Root
+	names []string
+}
+
+func openSendfileDirs(dirs []string) ([]sendfileDir, error) {
+	var out []sendfileDir
 	for _, dir := range dirs {
-		root, err := filepath.EvalSymlinks(dir)
+		root, err := os.OpenRoot(dir)
 		if err != nil {
-			continue
+			return nil, err
 		}
-		if rel, err := filepath.Rel(root, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return path, true
+		d := sendfileDir{root: root, names: []string{filepath.Clean(dir)}}
+		if resolved, err := filepath.EvalSymlinks(dir); err == nil && resolved != d.names[0] {
+			d.names = append(d.names, resolved)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+var errNotAllowed = errors.New("the path is not under a --sendfile-dir")
+
+// openAllowed opens target (an absolute path) under the allowed directory
+// that holds it, through that directory's os.Root: one open that follows no
+// symlink out of the directory, so a link swapped in after a check cannot
+// lead elsewhere. It must be a regular file; O_NONBLOCK keeps the open of a
+// FIFO or device from waiting for a writer.
+func openAllowed(target string, dirs []sendfileDir) (*os.File, int64, error) {
+	if !filepath.IsAbs(target) {
+		return nil, 0, errors.New("the path is not absolute")
+	}
+	clean := filepath.Clean(target)
+	for _, d := range dirs {
+		for _, name := range d.names {
+			rel, err := filepath.Rel(name, clean)
+			if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+				continue
+			}
+			f, err := d.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				return nil, 0, err
+			}
+			info, err := f.Stat()
+			if err != nil || !info.Mode().IsRegular() {
+				f.Close()
+				return nil, 0, errors.New("not a regular file")
+			}
+			return f, info.Size(), nil
 		}
 	}
-	return "", false
+	return nil, 0, errNotAllowed
 }

@@ -34,7 +34,7 @@ type stream struct {
 	path     string
 	app      *App
 	req      *http.Request
-	calls    map[uint64]context.CancelFunc // upstream calls under way
+	calls    map[uint64]context.CancelCauseFunc // upstream calls under way
 	refs     atomic.Int32
 	onFree   func() // releases the request's admission
 	notify   chan struct{}
@@ -164,20 +164,25 @@ func (s *slots) cancelUpstream(m *C.rv_msg) {
 		cancel := st.calls[call]
 		st.mu.Unlock()
 		if cancel != nil {
-			cancel()
+			cancel(errCallerStopped)
 		}
 	}
 }
 
-// addCall records a call under way; false when the request is over.
-func (st *stream) addCall(id, call uint64, cancel context.CancelFunc) bool {
+// addCall records a call under way; false when the request is over: the
+// VM is done with it, or its handler is (the call is then cancelled at once).
+func (st *stream) addCall(id, call uint64, cancel context.CancelCauseFunc) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.id != id {
 		return false
 	}
+	if st.detached {
+		cancel(errRequestOver)
+		return true
+	}
 	if st.calls == nil {
-		st.calls = map[uint64]context.CancelFunc{}
+		st.calls = map[uint64]context.CancelCauseFunc{}
 	}
 	st.calls[call] = cancel
 	return true
@@ -198,12 +203,16 @@ func (st *stream) take() *C.rv_msg {
 	return m
 }
 
-// detach says the handler is gone and drops what waits for it.
+// detach says the handler is gone, drops what waits for it and ends the
+// upstream calls under way.
 func (s *slots) detach(st *stream) {
 	st.mu.Lock()
 	st.detached = true
 	m := st.head
 	st.head, st.tail = nil, nil
+	for _, cancel := range st.calls {
+		cancel(errRequestOver)
+	}
 	st.mu.Unlock()
 	for m != nil {
 		next := m.next

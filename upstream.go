@@ -62,8 +62,14 @@ const (
 // the call is cancelled.
 func (a *App) upstream(st *stream, origin *http.Request, id, call uint64, payload []byte) {
 	o := a.opts.Upstream
-	ctx, cancel := context.WithCancel(origin.Context())
-	defer cancel()
+	// On HTTP/1 the request's context also ends on a client's half-close
+	// (see App.serve): the call ends with the handler instead (detach).
+	base := origin.Context()
+	if origin.ProtoMajor == 1 {
+		base = context.WithoutCancel(base)
+	}
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
 	if !st.addCall(id, call, cancel) {
 		return
 	}
@@ -88,16 +94,22 @@ func (a *App) upstream(st *stream, origin *http.Request, id, call uint64, payloa
 	defer stop()
 	res, err := o.Upstream.Call(callCtx, c, o.MaxResponseBytes)
 	switch {
-	case origin.Context().Err() != nil:
+	case errors.Is(context.Cause(ctx), errCallerStopped):
+		return // nobody waits for the answer
+	case ctx.Err() != nil:
 		err = &UpstreamError{"the request finished before the upstream call did"}
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded) || callCtx.Err() == context.DeadlineExceeded:
 		res, err = &UpstreamResponse{Status: http.StatusGatewayTimeout, Header: http.Header{}}, nil
-	case ctx.Err() != nil:
-		return // the caller stopped waiting
 	}
 	a.reply(id, call, res, err)
 }
+
+// Why an upstream call is cancelled.
+var (
+	errCallerStopped = errors.New("ruvoy: the caller stopped waiting for the upstream call")
+	errRequestOver   = errors.New("ruvoy: the request finished before the upstream call did")
+)
 
 func (a *App) reply(id, call uint64, res *UpstreamResponse, err error) {
 	if err != nil {

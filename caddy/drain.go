@@ -78,6 +78,7 @@ func (*Drain) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // provisioned, an active health check reporting a host, races with them.
 // Nothing in `ruvoy config.ru`'s config does.)
 func (d *Drain) Provision(ctx caddy.Context) error {
+	noteWrapper(ctx, "ruvoy_drain")
 	d.logger = ctx.Logger()
 	events, err := ctx.App("events")
 	if err != nil {

@@ -2,11 +2,11 @@ package ruvoycaddy
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -21,14 +21,20 @@ func init() {
 // requests whose framing a proxy in front could read differently (request
 // smuggling): Transfer-Encoding with Content-Length, Transfer-Encoding on
 // HTTP/1.0, any Transfer-Encoding but a single "chunked", headers folded
-// onto continuation lines (obs-fold), and Content-Length values that are not
-// one number. Go's HTTP server accepts some of these by itself.
+// onto continuation lines (obs-fold), Content-Length values that are not
+// one number, and chunked bodies that are not framed exactly as RFC 9112
+// says (a size that is not 1 to 16 hex digits, a chunk not followed by
+// CRLF, a bare LF or CR, a trailer line that is not a header). Go's HTTP
+// server accepts some of these by itself.
 //
 // It reads request heads before Go does and follows each message's framing
 // to find the next one. A refused head reaches Go as a malformed request
-// line, which Go answers with 400 and closes the connection after. TLS
-// connections (placed before the tls wrapper, it sees their handshake) and
-// HTTP/2 pass through untouched.
+// line, which Go answers with 400, closing the connection after; a refused
+// chunk line reaches Go as a malformed one, which ruvoy's handler answers
+// with 400 and a closed connection. Nothing after a refusal reaches Go.
+// After a 101 answer to an Upgrade request the bytes are another
+// protocol's and pass. TLS connections (placed before the tls wrapper, it
+// sees their handshake) and HTTP/2 pass through untouched.
 type HTTP1Guard struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -37,6 +43,12 @@ func (HTTP1Guard) CaddyModule() caddy.ModuleInfo {
 		ID:  "caddy.listeners.ruvoy_http1_guard",
 		New: func() caddy.Module { return new(HTTP1Guard) },
 	}
+}
+
+// Provision records the guard for the handler's check (warnMissingWrappers).
+func (*HTTP1Guard) Provision(ctx caddy.Context) error {
+	noteWrapper(ctx, "ruvoy_http1_guard")
+	return nil
 }
 
 // UnmarshalCaddyfile reads the wrapper's name; it takes no options
@@ -62,9 +74,16 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	return &guardConn{Conn: c}, nil
 }
 
-// Past this much head without its end the guard steps aside: Go refuses
-// heads that large itself.
+// Past this much head without its end the guard refuses the connection
+// (Go refuses heads over its MaxHeaderBytes, 16 KiB under Caddy, itself).
 const maxGuardedHead = 1 << 20
+
+// Limits of the chunked framing, as Go's reader has them: a chunk-size line
+// of 4 KiB, a trailer section of 4 KiB.
+const (
+	maxChunkLine = 4096
+	maxTrailer   = 4096
+)
 
 type guardState int
 
@@ -76,22 +95,37 @@ const (
 	stateChunkEnd
 	stateTrailer
 	statePassthrough
+	stateRefused // a refusal was handed to Go: nothing more is read
 )
 
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 type guardConn struct {
 	net.Conn
-	state guardState
-	in    []byte  // read from the connection, not yet handed to Go
-	held  *[]byte // the pooled buffer in lives in; returned once in is empty
-	ready int     // bytes of in that Go may have
-	left  int64   // body or chunk bytes still to pass
-	first bool    // the first bytes were seen
+	state   guardState
+	in      []byte  // read from the connection, not yet handed to Go
+	held    *[]byte // the pooled buffer in lives in; returned once in is empty
+	ready   int     // bytes of in that Go may have
+	left    int64   // body or chunk bytes still to pass
+	scanned int     // bytes after ready already searched for the line or head end
+	trailer int     // trailer bytes seen so far
+	first   bool    // the first bytes were seen
+	// upgrade is set while the answer to a request with an Upgrade header
+	// has not begun; switched once that answer was a 101 (Write sees it).
+	upgrade, switched atomic.Bool
+	handed            int64          // bytes handed to Go so far
+	onHead            func(at int64) // a test hook: a head at this offset passed
 }
+
+// NetConn is the connection the guard reads from.
+func (c *guardConn) NetConn() net.Conn { return c.Conn }
 
 func (c *guardConn) Read(p []byte) (int, error) {
 	for c.ready == 0 {
+		if c.state == stateRefused {
+			c.release()
+			return 0, io.EOF
+		}
 		if c.state == statePassthrough && len(c.in) == 0 {
 			return c.Conn.Read(p)
 		}
@@ -104,7 +138,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 			c.advance()
 		}
 		if c.ready == 0 && err != nil {
-			if len(c.in) > 0 { // an incomplete head: let Go see it
+			if len(c.in) > 0 && c.state == stateHead { // an incomplete head: let Go see it
 				c.ready = len(c.in)
 				break
 			}
@@ -115,11 +149,33 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	n := copy(p, c.in[:c.ready])
 	c.in = c.in[n:]
 	c.ready -= n
+	c.handed += int64(n)
 	if len(c.in) == 0 {
 		c.release()
 	}
 	return n, nil
 }
+
+// Write watches for the answer to an Upgrade request: after a 101 the
+// connection carries another protocol.
+func (c *guardConn) Write(p []byte) (int, error) {
+	if c.upgrade.Load() && bytes.HasPrefix(p, http1Prefix) {
+		switch {
+		case bytes.HasPrefix(p, switching):
+			c.switched.Store(true)
+			c.upgrade.Store(false)
+		case !bytes.HasPrefix(p, informational): // a final answer: no switch
+			c.upgrade.Store(false)
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+var (
+	http1Prefix   = []byte("HTTP/1.")
+	switching     = []byte("HTTP/1.1 101")
+	informational = []byte("HTTP/1.1 1")
+)
 
 // room is free space after in: in a pooled buffer while in fits one (an
 // idle connection holds none), in a larger array for a head that does not
@@ -152,6 +208,7 @@ func (c *guardConn) readBody(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.left -= int64(n)
+	c.handed += int64(n)
 	if c.left == 0 {
 		if c.state == stateBody {
 			c.state = stateHead
@@ -161,6 +218,20 @@ func (c *guardConn) readBody(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// refuse hands Go, after what it may already have, bytes it cannot parse
+// where it reads next (a request line, a chunk-size line, the CRLF after a
+// chunk, a trailer line), and nothing after them.
+func (c *guardConn) refuse(marker string) {
+	c.in = append(c.in[:c.ready], marker...)
+	c.ready = len(c.in)
+	c.state = stateRefused
+}
+
+const (
+	refusedHead = "REFUSED-BY-RUVOY\r\n\r\n"
+	refusedBody = "\x00REFUSED-BY-RUVOY\r\n\r\n"
+)
 
 // advance runs the framing machine over the bytes not yet handed out.
 func (c *guardConn) advance() {
@@ -172,15 +243,20 @@ func (c *guardConn) advance() {
 				c.state = statePassthrough
 			}
 		}
+		if c.switched.Load() {
+			c.state = statePassthrough
+		}
 		switch c.state {
 		case statePassthrough:
 			c.ready = len(c.in)
+		case stateRefused:
+			return
 		case stateHead:
-			end := headEnd(rest)
+			end, scanned := headEnd(rest, c.scanned)
+			c.scanned = scanned
 			if end < 0 {
 				if len(rest) > maxGuardedHead {
-					c.state = statePassthrough
-					continue
+					c.refuse(refusedHead)
 				}
 				return // wait for the rest of the head
 			}
@@ -188,13 +264,18 @@ func (c *guardConn) advance() {
 			if !ok {
 				// Go answers a request line it cannot parse with 400 and
 				// closes the connection: hand it one.
-				c.in = append(c.in[:c.ready], "REFUSED-BY-RUVOY\r\n\r\n"...)
-				c.ready = len(c.in)
-				c.state = statePassthrough
+				c.refuse(refusedHead)
 				return
+			}
+			if c.onHead != nil {
+				c.onHead(c.handed + int64(c.ready))
 			}
 			c.ready += end
 			c.state, c.left = next.state, next.length
+			c.trailer = 0
+			if next.upgrade {
+				c.upgrade.Store(true)
+			}
 		case stateBody, stateChunkData:
 			n := int64(len(rest))
 			if n > c.left {
@@ -209,57 +290,161 @@ func (c *guardConn) advance() {
 					c.state = stateChunkEnd
 				}
 			}
-		case stateChunkSize, stateChunkEnd, stateTrailer:
-			i := bytes.IndexByte(rest, '\n')
-			if i < 0 {
-				if len(rest) > 4096 {
-					c.state = statePassthrough // not chunked as we know it: Go decides
+		case stateChunkEnd:
+			if len(rest) < 2 {
+				return
+			}
+			if rest[0] != '\r' || rest[1] != '\n' {
+				c.refuse(refusedBody)
+				return
+			}
+			c.ready += 2
+			c.state = stateChunkSize
+		case stateChunkSize, stateTrailer:
+			line, ok, complete := chunkLine(rest, c.scanned)
+			if !complete {
+				c.scanned = len(rest)
+				limit := maxChunkLine
+				if c.state == stateTrailer {
+					limit = maxTrailer - c.trailer
+				}
+				if len(rest) > limit {
+					c.refuse(refusedBody)
 				}
 				return
 			}
-			line := strings.TrimRight(string(rest[:i]), "\r")
-			c.ready += i + 1
-			switch c.state {
-			case stateChunkEnd:
-				c.state = stateChunkSize
-			case stateTrailer:
-				if line == "" {
-					c.state = stateHead
-				}
-			case stateChunkSize:
-				size, _, _ := strings.Cut(line, ";")
-				n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
+			c.scanned = 0
+			if !ok || len(line) >= maxChunkLine {
+				c.refuse(refusedBody)
+				return
+			}
+			if c.state == stateTrailer {
+				c.trailer += len(line) + 2
 				switch {
-				case err != nil || n < 0:
-					c.state = statePassthrough // Go refuses a bad chunk itself
-				case n == 0:
-					c.state = stateTrailer
-				default:
-					c.state, c.left = stateChunkData, n
+				case len(line) == 0:
+					c.state = stateHead
+				case c.trailer > maxTrailer || !trailerLine(line):
+					c.refuse(refusedBody)
+					return
 				}
+				c.ready += len(line) + 2
+				continue
+			}
+			size, ok := chunkSize(line)
+			if !ok {
+				c.refuse(refusedBody)
+				return
+			}
+			c.ready += len(line) + 2
+			if size == 0 {
+				c.state = stateTrailer
+			} else {
+				c.state, c.left = stateChunkData, size
 			}
 		}
 	}
 }
 
-// headEnd is the length of the head at the start of b, through its blank
-// line, or -1 while incomplete.
-func headEnd(b []byte) int {
-	if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
-		if j := bytes.Index(b, []byte("\n\n")); j >= 0 && j < i {
-			return j + 2
+// chunkLine finds the line at the start of b (no LF before from): complete
+// once its LF is there, ok when it ends in CRLF with no other CR (RFC 9112 allows no bare
+// LF in chunked framing, and no bare CR anywhere). line is without CRLF.
+func chunkLine(b []byte, from int) (line []byte, ok, complete bool) {
+	i := bytes.IndexByte(b[from:], '\n')
+	if i < 0 {
+		return nil, false, false
+	}
+	i += from
+	if i == 0 || b[i-1] != '\r' || bytes.IndexByte(b[:i-1], '\r') >= 0 {
+		return nil, false, true
+	}
+	return b[:i-1], true, true
+}
+
+// chunkSize reads a chunk-size line as Go's chunked reader does: trailing
+// spaces and tabs dropped, an extension after ";" ignored, then 1 to 16 hex
+// digits and nothing else.
+func chunkSize(line []byte) (int64, bool) {
+	line = bytes.TrimRight(line, " \t")
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	if len(line) == 0 || len(line) > 16 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range line {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
 		}
-		return i + 4
+		n = n<<4 | uint64(d)
 	}
-	if j := bytes.Index(b, []byte("\n\n")); j >= 0 {
-		return j + 2
+	if n > math.MaxInt64 {
+		return 0, false
 	}
-	return -1
+	return int64(n), true
+}
+
+// trailerLine accepts a trailer field line: a token, a colon, a value
+// without control characters but tab.
+func trailerLine(line []byte) bool {
+	name, value, ok := bytes.Cut(line, colon)
+	if !ok || len(name) == 0 {
+		return false
+	}
+	for _, c := range name {
+		if !isTokenChar(c) {
+			return false
+		}
+	}
+	for _, c := range value {
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
+}
+
+// headEnd is the length of the head at the start of b, through the empty
+// line that ends it, or -1 while incomplete; then scanned is where the
+// last, incomplete line starts, to resume from when more bytes come (a head
+// that arrives a byte at a time costs no more than one that comes whole).
+// Lines end in LF, with or without a CR before it, as Go's reader takes
+// them: the head ends at the first line that is empty or a lone CR,
+// whatever ends the lines before.
+func headEnd(b []byte, from int) (end, scanned int) {
+	for start := from; start < len(b); {
+		i := bytes.IndexByte(b[start:], '\n')
+		if i < 0 {
+			return -1, start
+		}
+		if start > 0 && (i == 0 || (i == 1 && b[start] == '\r')) {
+			return start + i + 1, 0
+		}
+		start += i + 1
+	}
+	return -1, len(b)
 }
 
 type framing struct {
-	state  guardState
-	length int64
+	state   guardState
+	length  int64
+	upgrade bool // the request asks to switch protocols (Upgrade)
 }
 
 // checkHead judges a request head and says how its body is framed. It runs
@@ -316,10 +501,9 @@ func checkHead(head []byte) (framing, bool) {
 	case length > 0:
 		next = framing{state: stateBody, length: length}
 	}
-	if upgrade && next.state == stateHead {
-		// After a protocol switch (h2c, WebSocket) the bytes are not HTTP/1.
-		next.state = statePassthrough
-	}
+	// After a protocol switch (a 101 answer, see Write) the bytes are not
+	// HTTP/1; until then the request is framed as any other.
+	next.upgrade = upgrade
 	return next, true
 }
 
@@ -353,5 +537,6 @@ func parseLength(v []byte) (int64, bool) {
 
 var (
 	_ caddy.ListenerWrapper = HTTP1Guard{}
+	_ caddy.Provisioner     = (*HTTP1Guard)(nil)
 	_ caddyfile.Unmarshaler = (*HTTP1Guard)(nil)
 )

@@ -1,6 +1,11 @@
 package ruvoycaddy
 
 import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -33,8 +38,8 @@ func TestCheckHead(t *testing.T) {
 		{"two headers", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", refused, false},
 		{"obs-fold", "GET / HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n", refused, false},
 		{"bare LF lines", "POST / HTTP/1.1\nContent-Length: 3\n\n", framing{state: stateBody, length: 3}, true},
-		{"upgrade", "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", framing{state: statePassthrough}, true},
-		{"upgrade with a body", "POST / HTTP/1.1\r\nUpgrade: h2c\r\nContent-Length: 2\r\n\r\n", framing{state: stateBody, length: 2}, true},
+		{"upgrade", "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", framing{state: stateHead, upgrade: true}, true},
+		{"upgrade with a body", "POST / HTTP/1.1\r\nUpgrade: h2c\r\nContent-Length: 2\r\n\r\n", framing{state: stateBody, length: 2, upgrade: true}, true},
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\n", framing{state: statePassthrough}, true},
 		{"line without colon", "GET / HTTP/1.1\r\nnonsense\r\n\r\n", framing{state: stateHead}, true},
 	}
@@ -53,4 +58,201 @@ func TestCheckHeadAllocates(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { checkHead(head) }); n != 0 {
 		t.Fatalf("checkHead allocated %v times per head", n)
 	}
+}
+
+// scripted is a connection that reads what it was given, in pieces of the
+// sizes given (cycled), then EOF; what is written to it is kept.
+type scripted struct {
+	net.Conn
+	data    []byte
+	pieces  []int
+	i       int
+	written bytes.Buffer
+}
+
+func (c *scripted) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := len(c.data)
+	if len(c.pieces) > 0 {
+		n = min(n, c.pieces[c.i%len(c.pieces)])
+		c.i++
+	}
+	n = copy(p[:min(len(p), n)], c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func (c *scripted) Write(p []byte) (int, error) { return c.written.Write(p) }
+
+// guarded is what Go reads through the guard from a client that sends in,
+// read in pieces of the given sizes by a reader with a 4 KiB buffer.
+func guarded(in string, pieces ...int) string {
+	c := &guardConn{Conn: &scripted{data: []byte(in), pieces: pieces}}
+	out, _ := io.ReadAll(bufio.NewReaderSize(c, 4096))
+	return string(out)
+}
+
+// The chunked framing the guard passes and refuses; a refused body reaches
+// Go as a line it cannot parse, and nothing after it does.
+func TestGuardChunkedFraming(t *testing.T) {
+	head := "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+	next := "GET /next HTTP/1.1\r\nHost: a\r\n\r\n"
+	passed := []string{
+		"5\r\nhello\r\n0\r\n\r\n",
+		"5;ext=1\r\nhello\r\n0\r\n\r\n",
+		"5 \t\r\nhello\r\n0\r\n\r\n",
+		"A\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n",
+		"000000000000005\r\nhello\r\n0\r\n\r\n",
+		"5\r\nhello\r\n0\r\nX-Trailer: yes\r\nOther: a\tb\r\n\r\n",
+	}
+	for _, body := range passed {
+		for _, pieces := range [][]int{nil, {1}, {3, 7}} {
+			if got := guarded(head+body+next, pieces...); got != head+body+next {
+				t.Errorf("%q in pieces %v: got %q, want it passed whole", body, pieces, got)
+			}
+		}
+	}
+	refused := []struct{ body, passed string }{
+		{"Z\r\nhello\r\n0\r\n\r\n", ""},
+		{"-5\r\nhello\r\n0\r\n\r\n", ""},
+		{"0x5\r\nhello\r\n0\r\n\r\n", ""},
+		{"00000000000000005\r\nhello\r\n0\r\n\r\n", ""}, // 17 digits
+		{"5 ;ext\r\nhello\r\n0\r\n\r\n", ""},
+		{"\r\nhello\r\n0\r\n\r\n", ""},
+		{"5\nhello\r\n0\r\n\r\n", ""},         // bare LF
+		{"5\r\r\nhello\r\n0\r\n\r\n", ""},     // bare CR
+		{"5\r\nhello0\r\n\r\n", "5\r\nhello"}, // no CRLF after the data
+		{"3\r\nabcXX0\r\n\r\n", "3\r\nabc"},   // other bytes after the data
+		{"5\r\nhello\r\n0\r\nno colon\r\n\r\n", "5\r\nhello\r\n0\r\n"},
+		{"5\r\nhello\r\n0\r\n folded: x\r\n\r\n", "5\r\nhello\r\n0\r\n"},
+		{"5\r\nhello\r\n0\r\nX: a\n\r\n", "5\r\nhello\r\n0\r\n"},
+		{"5;" + strings.Repeat("x", 5000) + "\r\nhello\r\n0\r\n\r\n", ""},
+		{"5\r\nhello\r\n0\r\n" + strings.Repeat("X-A: b\r\n", 600) + "\r\n", "5\r\nhello\r\n0\r\n" + strings.Repeat("X-A: b\r\n", 512)},
+	}
+	for _, c := range refused {
+		for _, pieces := range [][]int{nil, {1}, {3, 7}} {
+			want := head + c.passed + refusedBody
+			if got := guarded(head+c.body+next, pieces...); got != want {
+				t.Errorf("%.40q in pieces %v: got %.120q, want %.120q", c.body, pieces, got, want)
+			}
+		}
+	}
+}
+
+// A refused head, and everything after it, never reaches Go as a request.
+func TestGuardRefusedHeadEndsTheStream(t *testing.T) {
+	in := "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabcGET /smuggled HTTP/1.1\r\n\r\n"
+	if got := guarded(in); got != refusedHead {
+		t.Fatalf("got %q, want %q", got, refusedHead)
+	}
+}
+
+// Requests with an Upgrade header stay guarded unless the answer switched
+// protocols; after a 101 the bytes pass as they come.
+func TestGuardUpgrade(t *testing.T) {
+	up := "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+	smuggle := "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+
+	// Not switched: the next head is checked.
+	conn := &scripted{data: []byte(up)}
+	c := &guardConn{Conn: conn}
+	buf := make([]byte, 4096)
+	n, _ := c.Read(buf)
+	if string(buf[:n]) != up {
+		t.Fatalf("first read: %q", buf[:n])
+	}
+	c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	conn.data = []byte(smuggle)
+	rest, _ := io.ReadAll(c)
+	if string(rest) != refusedHead {
+		t.Fatalf("after a 200: got %q, want the refusal", rest)
+	}
+
+	// Switched: frames pass, whatever they look like.
+	frames := "\x81\x05hello" + smuggle
+	conn = &scripted{data: []byte(up)}
+	c = &guardConn{Conn: conn}
+	n, _ = c.Read(buf)
+	c.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
+	c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"))
+	conn.data = []byte(frames)
+	rest, _ = io.ReadAll(c)
+	if string(rest) != frames {
+		t.Fatalf("after a 101: got %q, want %q", rest, frames)
+	}
+}
+
+// FuzzGuard feeds arbitrary client bytes through the guard, read in
+// arbitrary pieces, and checks that
+//   - Go gets a prefix of what the client sent, then at most a refusal;
+//   - the pieces the bytes arrive in change nothing;
+//   - every request head Go's own parser finds in what the guard passed
+//     starts where the guard checked a head: the two never disagree on
+//     where a request begins, so no head reaches Go unchecked.
+func FuzzGuard(f *testing.F) {
+	for _, seed := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nT: v\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello0\r\n\r\nGET /followup HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n y\r\n\r\n",
+		"GET / HTTP/1.1\nHost: a\n\nGET / HTTP/1.0\r\n\r\n",
+	} {
+		f.Add([]byte(seed), uint8(0), uint8(7))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, a, b uint8) {
+		heads := map[int64]bool{}
+		c := &guardConn{Conn: &scripted{data: in}, onHead: func(at int64) { heads[at] = true }}
+		out, _ := io.ReadAll(bufio.NewReaderSize(c, 4096))
+		whole := string(out)
+		if split := guarded(string(in), int(a)%64+1, int(b)%64+1); split != whole {
+			t.Fatalf("the pieces changed what Go gets:\nwhole %q\nsplit %q", whole, split)
+		}
+		passed := whole
+		if !strings.HasPrefix(string(in), whole) {
+			for _, marker := range []string{refusedBody, refusedHead} {
+				if strings.HasSuffix(passed, marker) {
+					passed = strings.TrimSuffix(passed, marker)
+					break
+				}
+			}
+		}
+		if !strings.HasPrefix(string(in), passed) {
+			t.Fatalf("Go got bytes the client did not send:\nin  %q\nout %q", in, whole)
+		}
+		counted := &countingReader{r: strings.NewReader(passed)}
+		br := bufio.NewReader(counted)
+		for {
+			at := int64(counted.n - br.Buffered())
+			if br.Buffered() == 0 {
+				if _, err := br.Peek(1); err != nil {
+					return
+				}
+				at = int64(counted.n - br.Buffered())
+			}
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if !heads[at] {
+				t.Fatalf("Go read a request head at %d the guard did not check: %q", at, passed[at:])
+			}
+			if _, err := io.Copy(io.Discard, req.Body); err != nil {
+				return
+			}
+		}
+	})
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }

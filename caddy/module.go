@@ -134,6 +134,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if _, err := os.Stat(rackup); err != nil {
 		return fmt.Errorf("ruvoy: no rackup at %s", rackup)
 	}
+	hookServer(ctx)
 	rt, err := ruvoy.Start(ruvoy.Options{Logger: ctx.Logger()})
 	if err != nil {
 		return fmt.Errorf("ruvoy: starting Ruby: %w", err)

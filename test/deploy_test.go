@@ -16,7 +16,7 @@ import (
 )
 
 // The restart in docs/deployment.md: a second ruvoy binds the port the
-// first serves (SO_REUSEPORT), and the first drains after SIGTERM: no
+// first serves (--reuse-port), and the first drains after SIGTERM: no
 // request fails while one process hands over to the other.
 func TestDeployOverlappingRestart(t *testing.T) {
 	// Without it, connections queued on the old listener when it closes
@@ -56,7 +56,7 @@ func TestDeployOverlappingRestart(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	next := launch(t, port, "-p", port, app("reload_v2.ru"))
+	next := launch(t, port, "-p", port, "--reuse-port", app("reload_v2.ru"))
 	// Ready when it has printed its banner: it listens on the shared port.
 	eventually(t, 60*time.Second, "the new process serving", func() bool { return len(next.stdout.String()) > 0 })
 	time.Sleep(300 * time.Millisecond)

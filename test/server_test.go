@@ -126,8 +126,15 @@ func launchIn(t testing.TB, dir string, env []string, port string, args ...strin
 // global options hold servers, a `servers { ... }` block.
 func startCaddyfile(t *testing.T, servers string) *server {
 	t.Helper()
+	return startCaddyfileApp(t, "core.ru", servers)
+}
+
+// startCaddyfileApp serves an app under `ruvoy run` with a Caddyfile whose
+// global options hold servers (none: no listener wrappers at all).
+func startCaddyfileApp(t *testing.T, rackup, servers string) *server {
+	t.Helper()
 	port := freePort(t)
-	rackup, _ := filepath.Abs(app("core.ru"))
+	path, _ := filepath.Abs(app(rackup))
 	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
 	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
 	admin off
@@ -139,7 +146,7 @@ http://:%s {
 	bind 127.0.0.1
 	ruvoy * %s
 }
-`, servers, port, rackup)), 0o644)
+`, servers, port, path)), 0o644)
 	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
 	s.waitReady(t)
 	return s

@@ -6,6 +6,9 @@ import (
 	"net"
 )
 
+// staticFS names the file system --static serves from.
+const staticFS = "ruvoy_static"
+
 // buildConfig is the Caddy JSON config `ruvoy config.ru` runs: one server on
 // the address given, every request to the ruvoy handler, Caddy's own logs at
 // WARN (ruvoy's at INFO), no automatic HTTPS, and the admin API only when
@@ -39,19 +42,28 @@ func buildConfig(o *options) ([]byte, error) {
 	}
 	routes := []any{map[string]any{"handle": []any{handler}}}
 	if o.static != "" {
-		// Files that exist are served by Caddy; everything else (and any
-		// directory) goes to the app.
+		// Files that exist are served by Caddy; everything else goes to the
+		// app: directories, dotfiles (a path segment starting with "."), and
+		// what a symlink out of the directory would reach (the ruvoy_static
+		// file system opens files through an os.Root).
 		files := map[string]any{
 			"match": []any{map[string]any{
-				"file": map[string]any{"root": o.static, "try_files": []string{"{http.request.uri.path}"}},
-				"not":  []any{map[string]any{"path": []string{"*/"}}},
+				"file": map[string]any{"fs": staticFS, "root": o.static, "try_files": []string{"{http.request.uri.path}"}},
+				"not": []any{
+					map[string]any{"path": []string{"*/"}},
+					map[string]any{"path_regexp": map[string]any{"pattern": `/\.`}},
+				},
 			}},
-			"handle": []any{map[string]any{
-				"handler":             "file_server",
-				"root":                o.static,
-				"precompressed":       map[string]any{"br": map[string]any{}, "gzip": map[string]any{}},
-				"precompressed_order": []string{"br", "gzip"},
-			}},
+			"handle": []any{
+				map[string]any{"handler": "headers", "response": map[string]any{"delete": []string{"Server"}}},
+				map[string]any{
+					"handler":             "file_server",
+					"fs":                  staticFS,
+					"root":                o.static,
+					"precompressed":       map[string]any{"br": map[string]any{}, "gzip": map[string]any{}},
+					"precompressed_order": []string{"br", "gzip"},
+				},
+			},
 		}
 		routes = append([]any{files}, routes...)
 	}
@@ -71,11 +83,19 @@ func buildConfig(o *options) ([]byte, error) {
 		},
 	}
 	apps := map[string]any{}
+	if o.static != "" {
+		apps["caddy.filesystems"] = map[string]any{"filesystems": []any{map[string]any{
+			"name": staticFS, "file_system": map[string]any{"backend": "ruvoy_static", "root": o.static},
+		}}}
+	}
 	if o.tls() {
 		configureTLS(o, server, apps)
 	}
 	if len(o.trustedProxies) > 0 {
+		// Strict: the client is the rightmost X-Forwarded-For entry that is
+		// not a trusted proxy; the leftmost is whatever the client wrote.
 		server["trusted_proxies"] = map[string]any{"source": "static", "ranges": o.trustedProxies}
+		server["trusted_proxies_strict"] = 1
 	}
 	logs := map[string]any{
 		"default": map[string]any{"level": "WARN", "exclude": []string{"admin", "http.handlers.ruvoy", "http.log.access"}},

@@ -6,7 +6,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -60,6 +62,10 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "ruvoy: no rackup file at %s\n", opts.rackup)
 		return 1
 	}
+	if err := checkPortFree(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
+		return 1
+	}
 	os.Setenv("RACK_ENV", opts.environment)
 	if _, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest}); err != nil {
 		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
@@ -77,4 +83,23 @@ func serve(args []string) int {
 	}
 	fmt.Printf("%s: serving %s on %s\n", versionLine(), opts.rackupArg, opts.url())
 	select {} // signals end the process (caddy.TrapSignals)
+}
+
+// checkPortFree refuses a port another process serves. Caddy's listeners
+// set SO_REUSEPORT, so without this a second ruvoy on the same port would
+// start silently and share the connections with the first (a stale process
+// serving old code); --reuse-port asks for exactly that, for an
+// overlapping restart.
+func checkPortFree(o *options) error {
+	if o.reusePort || o.port == "0" {
+		return nil
+	}
+	l, err := net.Listen("tcp", o.listen())
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s is already in use (another ruvoy still serving?); --reuse-port shares it on purpose, for an overlapping restart", o.listen())
+	}
+	if err == nil {
+		l.Close()
+	}
+	return nil // other errors: Caddy reports them as it listens
 }

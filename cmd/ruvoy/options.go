@@ -28,12 +28,14 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Define an upstream cluster the app may call through
                              env["ruvoy.upstream"] (repeatable; http:// or https://)
         --static DIR         Serve files that exist under DIR from Caddy's file server, without
-                             Ruby (with RAILS_SERVE_STATIC_FILES set: the app's public/)
+                             Ruby (with RAILS_SERVE_STATIC_FILES set: the app's public/);
+                             dotfiles and symlinks out of DIR go to the app instead
         --sendfile-dir DIR   Let X-Sendfile / X-Accel-Redirect response headers name files
                              under DIR, which Go then sends (repeatable)
         --trusted-proxies CIDR[,CIDR...]
                              Peers whose X-Forwarded-* headers are believed (default: none;
-                             from others those headers are dropped)
+                             from others those headers are dropped); the client is the
+                             rightmost X-Forwarded-For address that is not one of them
         --max-body-bytes N   Refuse request bodies over N bytes with 413 (default: no limit)
         --max-requests N     Admit at most N requests to Ruby at once; more get 503 (default 1024)
         --queue-timeout MS   Let a request over --max-requests wait MS for a place (default 0)
@@ -43,6 +45,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --stall-warn MS      Warn (with the Ruby backtrace) when a request holds the VM
                              thread over MS without yielding (default 100; 0: off)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
+        --reuse-port         Share the port with a process already serving it (an overlapping
+                             restart); without it ruvoy refuses a port that is in use
         --access-log         Log every request (to stdout)
         --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
         --print-config       Print the generated Caddy JSON configuration and exit
@@ -68,7 +72,7 @@ type options struct {
 	maxRequests, queueTimeout  int
 	stallWarn                  int // ms; -1: the default
 	bodyBudget                 int64
-	accessLog, h2c             bool
+	accessLog, h2c, reusePort  bool
 	printConfig, version       bool
 	rackupArg, rackup          string
 	rest                       []string // ARGV for the app
@@ -210,6 +214,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			o.h2c = true
 		case "--access-log":
 			o.accessLog = true
+		case "--reuse-port":
+			o.reusePort = true
 		case "--print-config":
 			o.printConfig = true
 		case "-v", "--version":

@@ -1,0 +1,113 @@
+package ruvoy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"time"
+)
+
+// How a handler ends the connection under a response, beyond what
+// returning from ServeHTTP does.
+
+// cut ends a response whose body failed after its head went out, so that
+// the client cannot take it for a whole one. Go closes an HTTP/1.1
+// connection without the last chunk (or before Content-Length) and resets
+// an HTTP/2 stream when the handler panics with ErrAbortHandler. An
+// HTTP/1.0 body without a length ends where the connection does, and a
+// clean FIN would pass for its end: there the connection is reset (RST).
+func (rs *responder) cut() {
+	if rs.req.ProtoMajor == 1 && rs.req.ProtoMinor == 0 && resetConnection(rs.w) {
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// resetConnection takes the connection from the server and closes it with
+// a TCP reset. It reports false when the connection could not be taken.
+func resetConnection(w http.ResponseWriter) bool {
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	if tcp := tcpConn(c); tcp != nil {
+		_ = tcp.SetLinger(0)
+		_ = tcp.Close() // before the wrappers: TLS would first say close_notify
+	}
+	_ = c.Close()
+	return true
+}
+
+// closeConnection ends an HTTP/1 connection after a whole response, when
+// the request's body was not read to its end (the bytes left are not the
+// next request) or was refused. It takes the connection from the server,
+// ends a chunked body, sends FIN, and reads and drops what the client
+// still sends, up to lingerBytes for lingerTime, before it closes: a close
+// with unread bytes would reset the connection, and the client, still
+// sending, could lose the answer (Go's server waits the same way, but not
+// when a handler asked to close).
+func (rs *responder) closeConnection() {
+	if _, err := rs.flush(); err != nil {
+		return
+	}
+	c, buf, err := http.NewResponseController(rs.w).Hijack()
+	if err != nil {
+		return // the connection is not HTTP/1's to take; Go closes it
+	}
+	if rs.chunked() {
+		buf.WriteString("0\r\n\r\n")
+	}
+	if buf.Flush() != nil {
+		c.Close()
+		return
+	}
+	if tcp := tcpConn(c); tcp != nil {
+		_ = tcp.CloseWrite()
+	}
+	go func() {
+		_ = c.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.CopyN(io.Discard, c, lingerBytes)
+		c.Close()
+	}()
+}
+
+// chunked says whether Go framed the response's body in chunks: HTTP/1.1,
+// a status and method with a body, and no Content-Length.
+func (rs *responder) chunked() bool {
+	_, length := rs.w.Header()["Content-Length"]
+	s := rs.status
+	if rs.refused != 0 || length || !rs.req.ProtoAtLeast(1, 1) || rs.req.Method == http.MethodHead {
+		return false
+	}
+	return s >= 200 && s != http.StatusNoContent && s != http.StatusNotModified
+}
+
+// tcpConn finds the TCP connection under a server connection's wrappers:
+// tls.Conn has NetConn, and Caddy's and ruvoy's wrappers embed the
+// connection they wrap as their field Conn.
+func tcpConn(c net.Conn) *net.TCPConn {
+	for range 8 {
+		switch t := c.(type) {
+		case *net.TCPConn:
+			return t
+		case interface{ NetConn() net.Conn }:
+			c = t.NetConn()
+			continue
+		}
+		v := reflect.Indirect(reflect.ValueOf(c))
+		if v.Kind() != reflect.Struct {
+			return nil
+		}
+		f := v.FieldByName("Conn")
+		if !f.IsValid() || !f.CanInterface() {
+			return nil
+		}
+		inner, ok := f.Interface().(net.Conn)
+		if !ok || inner == nil {
+			return nil
+		}
+		c = inner
+	}
+	return nil
+}
