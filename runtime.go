@@ -124,6 +124,7 @@ func Start(o Options) (*Runtime, error) {
 	rt.stallWarn.Store(int64(DefaultStallWarn))
 	go rt.dispatch()
 	go rt.watch()
+	go rt.releaseWhenIdle()
 	running = rt
 	return rt, nil
 }

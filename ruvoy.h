@@ -107,6 +107,7 @@ rv_msg *rv_out_poll(void);
 int rv_out_fd(void);
 int rv_join(void);
 void rv_msg_free(rv_msg *m);
+void rv_release_memory(void);
 void rv_read_stats(rv_vm_stats *out);
 void rv_stall_check(uint64_t since);
 void rv_cancel(uint64_t stream, uint32_t flags);

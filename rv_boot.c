@@ -244,12 +244,31 @@ static char *copy(const char *p, size_t n)
  * spent a quarter of the VM thread's time in page faults. Keep up to 32 MiB
  * free per arena instead. Fixing the trim threshold also fixes the mmap
  * threshold (glibc otherwise raises it as it goes): allocations under 4 MiB
- * come from the arenas, as they would after a warm-up. */
+ * come from the arenas, as they would after a warm-up.
+ *
+ * Request bodies are malloc'd on whichever Go thread copies them, and glibc
+ * gives each thread that allocates an arena of its own, up to 8 per core:
+ * under a body overload a dozen arenas held ~110 MiB between them, kept
+ * (the threshold above) after the load. Two arenas held the peak 40 MiB
+ * lower at the same throughput (docs/overload.md); MALLOC_ARENA_MAX, when
+ * set, is left to decide. What stays free after a burst is given back when
+ * the server goes idle (rv_release_memory). */
 static void tune_malloc(void)
 {
 #ifdef __GLIBC__
     mallopt(M_TRIM_THRESHOLD, 32 << 20);
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    if (!getenv("MALLOC_ARENA_MAX"))
+        mallopt(M_ARENA_MAX, 2);
+#endif
+}
+
+/* Gives the kernel back the free memory of every malloc arena, the pages
+ * inside them as well as their tops. */
+void rv_release_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
 #endif
 }
 

@@ -84,8 +84,7 @@ module Ruvoy
 
     private
 
-    # The next length bytes, in buffer when given. Chunks are cleared once
-    # copied: large uploads then do not wait for the GC to give memory back.
+    # The next length bytes, in buffer when given.
     def take(length, buffer = nil)
       buffer ||= String.new(encoding: Encoding::BINARY)
       buffer.force_encoding(Encoding::BINARY)
@@ -107,19 +106,32 @@ module Ruvoy
         next @eof = true unless chunk
 
         keep(chunk)
-        chunk.clear
       end
     end
 
+    # Keeps a chunk for rewind. Chunks are cleared once copied: large
+    # uploads then do not wait for the GC to give memory back. The first
+    # chunk is kept as it came, so that what is kept in memory never holds
+    # more than MEMORY_LIMIT and a String's slack (appending to a small
+    # String doubles its capacity past what it holds).
     def keep(chunk)
       if @file.nil? && @size + chunk.bytesize > MEMORY_LIMIT
         @file = Input.anonymous_file
         @file.write(@kept)
-        @kept.clear # gives the memory back now, not at the next GC
+        @kept.clear
         @kept = nil
       end
-      @file ? @file.pwrite(chunk, @size) : @kept << chunk
-      @size += chunk.bytesize
+      size = chunk.bytesize
+      if @file
+        @file.pwrite(chunk, @size)
+        chunk.clear
+      elsif @kept.empty?
+        @kept = chunk
+      else
+        @kept << chunk
+        chunk.clear
+      end
+      @size += size
     end
 
     # An unlinked temporary file: O_TMPFILE where the file system has it

@@ -1,0 +1,41 @@
+package ruvoy
+
+/*
+#include "ruvoy.h"
+*/
+import "C"
+
+import (
+	"runtime/debug"
+	"time"
+)
+
+// idleRelease is how long ruvoy must see no request before it gives memory
+// back.
+const idleRelease = 2 * time.Second
+
+// releaseWhenIdle gives the kernel back the memory a burst left free, once
+// the server has had no request for idleRelease: malloc keeps freed pages
+// in its arenas (up to 32 MiB each, rv_boot.c) and Go keeps its heap until
+// a later collection, so after a body overload or a run of large responses
+// RSS would stay near its peak. Once per idle spell: a collection and a
+// trim cost a few milliseconds, and no request waits for them.
+func (rt *Runtime) releaseWhenIdle() {
+	last := int64(-1)
+	released := true
+	var idleSince time.Time
+	for {
+		time.Sleep(idleRelease / 2)
+		c := &rt.counters
+		seen := c.admitted.Load() + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
+		if seen != last || rt.slots.inUse() > 0 {
+			last, released, idleSince = seen, false, time.Now()
+			continue
+		}
+		if !released && time.Since(idleSince) >= idleRelease {
+			C.rv_release_memory()
+			debug.FreeOSMemory()
+			released = true
+		}
+	}
+}
