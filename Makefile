@@ -7,7 +7,7 @@ export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
 SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 
-.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck stress-short bench gem clean
+.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck stress-short fuzz-short bench gem clean
 
 all: ruvoy
 
@@ -49,7 +49,14 @@ e2e-cgocheck: ruvoy-cgocheck2
 stress-short: ruvoy
 	$(GO) run ./stress -short -bin ./ruvoy
 
-test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short
+# Short runs of the HTTP/1 fuzzers: Go's fuzzing of the smuggling guard,
+# and the end-to-end differential fuzzer against the binary (`go run
+# ./fuzz -d 10m` for a long one; docs/protocols.md).
+fuzz-short: ruvoy
+	$(GO) test ./caddy -run '^$$' -fuzz FuzzGuard -fuzztime 200000x
+	$(GO) run ./fuzz -d 20s -bin ./ruvoy
+
+test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short
 
 # The runtime under plain net/http, without Caddy: a benchmark diagnostic.
 ruvoy-nethttp: $(SOURCES)
