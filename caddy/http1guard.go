@@ -102,14 +102,11 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 type guardConn struct {
 	net.Conn
-	state   guardState
-	in      []byte  // read from the connection, not yet handed to Go
-	held    *[]byte // the pooled buffer in lives in; returned once in is empty
-	ready   int     // bytes of in that Go may have
-	left    int64   // body or chunk bytes still to pass
-	scanned int     // bytes after ready already searched for the line or head end
-	trailer int     // trailer bytes seen so far
-	first   bool    // the first bytes were seen
+	framer
+	in    []byte  // read from the connection, not yet handed to Go
+	held  *[]byte // the pooled buffer in lives in; returned once in is empty
+	ready int     // bytes of in that Go may have
+	first bool    // the first bytes were seen
 	// upgrade is set while the answer to a request with an Upgrade header
 	// has not begun; switched once that answer was a 101 (Write sees it).
 	upgrade, switched atomic.Bool
@@ -249,100 +246,143 @@ func (c *guardConn) advance() {
 		switch c.state {
 		case statePassthrough:
 			c.ready = len(c.in)
+			continue
 		case stateRefused:
 			return
-		case stateHead:
-			end, scanned := headEnd(rest, c.scanned)
-			c.scanned = scanned
-			if end < 0 {
-				if len(rest) > maxGuardedHead {
-					c.refuse(refusedHead)
-				}
-				return // wait for the rest of the head
-			}
-			next, ok := checkHead(rest[:end])
-			if !ok {
-				// Go answers a request line it cannot parse with 400 and
-				// closes the connection: hand it one.
-				c.refuse(refusedHead)
-				return
-			}
+		}
+		n, head, refusal := c.step(rest)
+		if refusal == "" && head != nil && head.state == stateChunkSize && !chunksLookValid(rest[n:]) {
+			// What already came of its chunked body is malformed: the head
+			// is refused, and Go answers 400 before any handler runs.
+			refusal = refusedHead
+		}
+		if refusal != "" {
+			c.refuse(refusal)
+			return
+		}
+		if n == 0 {
+			return // wait for more
+		}
+		if head != nil {
 			if c.onHead != nil {
 				c.onHead(c.handed + int64(c.ready))
 			}
-			c.ready += end
-			c.state, c.left = next.state, next.length
-			c.trailer = 0
-			if next.upgrade {
+			if head.upgrade {
 				c.upgrade.Store(true)
 			}
-		case stateBody, stateChunkData:
-			n := int64(len(rest))
-			if n > c.left {
-				n = c.left
+		}
+		c.ready += n
+	}
+}
+
+// framer follows HTTP/1 request framing: where heads, bodies and chunks
+// begin and end.
+type framer struct {
+	state   guardState
+	left    int64 // body or chunk bytes still to come
+	scanned int   // bytes already searched for a line or the head's end
+	trailer int   // trailer bytes seen so far
+}
+
+// step reads what comes next in b, which starts where the framing stands.
+// It returns how many bytes that was (0: it needs more bytes), with the
+// framing it found when those bytes were a head, or the refusal to hand Go
+// when they break the rules.
+func (f *framer) step(b []byte) (n int, head *framing, refusal string) {
+	switch f.state {
+	case stateHead:
+		end, scanned := headEnd(b, f.scanned)
+		f.scanned = scanned
+		if end < 0 {
+			if len(b) > maxGuardedHead {
+				return 0, nil, refusedHead
 			}
-			c.ready += int(n)
-			c.left -= n
-			if c.left == 0 {
-				if c.state == stateBody {
-					c.state = stateHead
-				} else {
-					c.state = stateChunkEnd
-				}
-			}
-		case stateChunkEnd:
-			if len(rest) < 2 {
-				return
-			}
-			if rest[0] != '\r' || rest[1] != '\n' {
-				c.refuse(refusedBody)
-				return
-			}
-			c.ready += 2
-			c.state = stateChunkSize
-		case stateChunkSize, stateTrailer:
-			line, ok, complete := chunkLine(rest, c.scanned)
-			if !complete {
-				c.scanned = len(rest)
-				limit := maxChunkLine
-				if c.state == stateTrailer {
-					limit = maxTrailer - c.trailer
-				}
-				if len(rest) > limit {
-					c.refuse(refusedBody)
-				}
-				return
-			}
-			c.scanned = 0
-			if !ok || len(line) >= maxChunkLine {
-				c.refuse(refusedBody)
-				return
-			}
-			if c.state == stateTrailer {
-				c.trailer += len(line) + 2
-				switch {
-				case len(line) == 0:
-					c.state = stateHead
-				case c.trailer > maxTrailer || !trailerLine(line):
-					c.refuse(refusedBody)
-					return
-				}
-				c.ready += len(line) + 2
-				continue
-			}
-			size, ok := chunkSize(line)
-			if !ok {
-				c.refuse(refusedBody)
-				return
-			}
-			c.ready += len(line) + 2
-			if size == 0 {
-				c.state = stateTrailer
+			return 0, nil, ""
+		}
+		next, ok := checkHead(b[:end])
+		if !ok {
+			// Go answers a request line it cannot parse with 400 and
+			// closes the connection: hand it one.
+			return 0, nil, refusedHead
+		}
+		f.state, f.left, f.trailer = next.state, next.length, 0
+		return end, &next, ""
+	case stateBody, stateChunkData:
+		n := int(min(int64(len(b)), f.left))
+		f.left -= int64(n)
+		if f.left == 0 {
+			if f.state == stateBody {
+				f.state = stateHead
 			} else {
-				c.state, c.left = stateChunkData, size
+				f.state = stateChunkEnd
 			}
 		}
+		return n, nil, ""
+	case stateChunkEnd:
+		if len(b) < 2 {
+			return 0, nil, ""
+		}
+		if b[0] != '\r' || b[1] != '\n' {
+			return 0, nil, refusedBody
+		}
+		f.state = stateChunkSize
+		return 2, nil, ""
 	}
+	// stateChunkSize, stateTrailer: a line.
+	line, ok, complete := chunkLine(b, f.scanned)
+	if !complete {
+		f.scanned = len(b)
+		limit := maxChunkLine
+		if f.state == stateTrailer {
+			limit = maxTrailer - f.trailer
+		}
+		if len(b) > limit {
+			return 0, nil, refusedBody
+		}
+		return 0, nil, ""
+	}
+	f.scanned = 0
+	if !ok || len(line) >= maxChunkLine {
+		return 0, nil, refusedBody
+	}
+	n = len(line) + 2
+	if f.state == stateTrailer {
+		f.trailer += n
+		switch {
+		case len(line) == 0:
+			f.state = stateHead
+		case f.trailer > maxTrailer || !trailerLine(line):
+			return 0, nil, refusedBody
+		}
+		return n, nil, ""
+	}
+	size, ok := chunkSize(line)
+	if !ok {
+		return 0, nil, refusedBody
+	}
+	if size == 0 {
+		f.state = stateTrailer
+	} else {
+		f.state, f.left = stateChunkData, size
+	}
+	return n, nil, ""
+}
+
+// chunksLookValid follows the chunked body at the start of b as far as b
+// goes, and reports false when what is there breaks the framing.
+func chunksLookValid(b []byte) bool {
+	f := framer{state: stateChunkSize}
+	for len(b) > 0 && f.state != stateHead {
+		n, _, refusal := f.step(b)
+		if refusal != "" {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // chunkLine finds the line at the start of b (no LF before from): complete
