@@ -4,19 +4,19 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // admission bounds the work an app takes on: at most max requests in Ruby at
-// once (a request may wait queueTimeout for a place), and at most
-// bodyBudget bytes of request bodies held in memory, reserved before a body
-// is read. Excess is answered 503 before it reaches Ruby.
+// once (a request may wait queueTimeout for a place), and at most the body
+// budget of request body bytes read from clients and not yet taken by the
+// app. Excess is answered 503 before it reaches Ruby.
 type admission struct {
 	slots        chan struct{}
 	queueTimeout time.Duration
-	bodyBudget   int64
-	bodyHeld     atomic.Int64
+	body         *bodyBudget
 	counters     *counters
 }
 
@@ -25,36 +25,45 @@ type counters struct {
 	admitted, rejectedCount, rejectedBody, rejectedQueue atomic.Int64
 	queueWaitNs, queued                                  atomic.Int64
 	bodyHeld                                             atomic.Int64
+	orphans                                              atomic.Int64
 	stalls                                               atomic.Int64
 }
 
-func newAdmission(max int, queueTimeout time.Duration, bodyBudget int64, c *counters) *admission {
-	return &admission{slots: make(chan struct{}, max), queueTimeout: queueTimeout, bodyBudget: bodyBudget, counters: c}
+func newAdmission(max int, queueTimeout time.Duration, budget int64, c *counters) *admission {
+	return &admission{slots: make(chan struct{}, max), queueTimeout: queueTimeout,
+		body: &bodyBudget{limit: budget, counters: c}, counters: c}
 }
 
-// admit takes a place for r, reserving body bytes; it returns the release
-// function, or false when r was answered 503 (or its client left waiting).
-func (a *admission) admit(w http.ResponseWriter, r *http.Request, body int64) (func(), bool) {
-	if body > 0 && a.bodyBudget > 0 {
-		if a.bodyHeld.Add(body) > a.bodyBudget {
-			a.bodyHeld.Add(-body)
+// admit takes a place for r; it returns the release function (safe to call
+// more than once), or false when r was answered 503 (or its client left
+// waiting). A request with a body is refused while the body budget has no
+// room for its working set, which it then holds (bodyWorkingSet).
+func (a *admission) admit(w http.ResponseWriter, r *http.Request, hasBody bool) (func(), bool) {
+	if hasBody {
+		if a.body.full(bodyWorkingSet) {
 			a.counters.rejectedBody.Add(1)
 			overloaded(w, r)
 			return nil, false
 		}
-		a.counters.bodyHeld.Add(body)
+		a.body.take(bodyWorkingSet)
 	}
-	releaseBody := func() {
-		if body > 0 && a.bodyBudget > 0 {
-			a.bodyHeld.Add(-body)
-			a.counters.bodyHeld.Add(-body)
+	placed := false
+	defer func() {
+		if hasBody && !placed {
+			a.body.release(bodyWorkingSet)
 		}
+	}()
+	if c := connOf(r); c != nil && c.orphans.Load() >= maxOrphans {
+		// Its client reset that many requests still unwinding in Ruby
+		// (HTTP/2's rapid reset): no new work from it until they end.
+		a.counters.rejectedCount.Add(1)
+		overloaded(w, r)
+		return nil, false
 	}
 	select {
 	case a.slots <- struct{}{}:
 	default:
 		if wait := a.wait(w, r); wait != admitted {
-			releaseBody()
 			if wait == refused {
 				overloaded(w, r)
 			}
@@ -62,10 +71,88 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, body int64) (f
 		}
 	}
 	a.counters.admitted.Add(1)
+	placed = true
+	var released atomic.Bool
 	return func() {
-		<-a.slots
-		releaseBody()
+		if released.CompareAndSwap(false, true) {
+			<-a.slots
+		}
 	}, true
+}
+
+// rewindInMemory is what rack.input keeps in memory for rewind before it
+// moves the body to a file (lib/ruvoy/input.rb, MEMORY_LIMIT).
+const rewindInMemory = 128 << 10
+
+// keptFor is what rack.input holds in memory once the app has taken taken
+// bytes: all of them up to rewindInMemory, none once they went to a file.
+func keptFor(taken int64) int64 {
+	if taken <= rewindInMemory {
+		return taken
+	}
+	return 0
+}
+
+// maxOrphans bounds the requests of one connection that its client left
+// (reset, closed) while Ruby still unwinds them.
+const maxOrphans = 64
+
+// bodyWorkingSet is what a request with a body holds in buffers as it
+// flows, whatever it has sent yet: a chunk read in Go, and its copy in Ruby
+// while the app takes it. Each such request counts it against the budget
+// from admission to its end, beside the body bytes it holds.
+const bodyWorkingSet = 2 * chunkSize
+
+// bodyBudget counts the request body bytes held in memory, against a limit
+// (<= 0: none): what was read from clients and not yet taken by the apps,
+// what rack.input keeps in memory for rewind (keptFor), and each request's
+// working set. A request is admitted only while the budget has room for its
+// working set; a body pump
+// waits for room before it reads on (so TCP slows its client), except when
+// its app has taken all it read: that request can always get its next
+// chunk, so no set of requests can wait on each other for room, and an
+// upload that trickles holds only what it sent.
+type bodyBudget struct {
+	limit    int64
+	held     atomic.Int64
+	counters *counters
+	mu       sync.Mutex
+	freed    chan struct{} // closed when bytes are released, for waiters
+}
+
+func (b *bodyBudget) full(n int64) bool { return b.limit > 0 && b.held.Load()+n > b.limit }
+
+func (b *bodyBudget) take(n int64) {
+	b.held.Add(n)
+	b.counters.bodyHeld.Add(n)
+}
+
+func (b *bodyBudget) release(n int64) {
+	if n < 0 {
+		b.take(-n)
+		return
+	}
+	if n == 0 {
+		return
+	}
+	b.held.Add(-n)
+	b.counters.bodyHeld.Add(-n)
+	b.mu.Lock()
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// room returns a channel closed at the next release, to wait for room.
+func (b *bodyBudget) room() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
 }
 
 // How a wait for a place ended.

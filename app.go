@@ -19,6 +19,9 @@ type AppOptions struct {
 	MaxRequests  int           // requests admitted to Ruby at once (default 1024)
 	QueueTimeout time.Duration // how long a request over MaxRequests may wait (default 0)
 	MaxBodyBytes int64         // request bodies over this get 413 (0: no limit)
+	// RequestTimeout, when set, bounds the time a request spends in Ruby:
+	// past it, Ruvoy::RequestTimeout is raised in its fiber (503).
+	RequestTimeout time.Duration
 	// MaxInflightBodyBytes bounds request body bytes held in memory across
 	// the app's requests (default 64 MiB; -1: no limit).
 	MaxInflightBodyBytes int64
@@ -41,10 +44,9 @@ type AppOptions struct {
 }
 
 const (
-	defaultMaxRequests    = 1024
-	defaultRequestWindow  = 256 << 10
-	defaultBodyBudget     = 64 << 20
-	rewindBytesPerRequest = 128 << 10 // what rack.input keeps in memory for rewind
+	defaultMaxRequests   = 1024
+	defaultRequestWindow = 256 << 10
+	defaultBodyBudget    = 64 << 20
 )
 
 // App is a loaded rackup: an http.Handler that runs requests in the VM.
@@ -129,13 +131,16 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	release, ok := a.admit.admit(w, r, a.bodyReservation(r, hasBody))
+	release, ok := a.admit.admit(w, r, hasBody)
 	if !ok {
 		return
 	}
-	st := a.rt.slots.acquire(a, r, release)
+	st := a.rt.slots.acquire(a, r, hasBody, release)
 	if st == nil {
 		release()
+		if hasBody {
+			a.admit.body.release(bodyWorkingSet)
+		}
 		overloaded(w, r)
 		return
 	}
@@ -168,19 +173,23 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	submit(C.RV_IN_REQUEST, id, 0, a.id, head)
 	*bufp = head[:0]
 	headPool.Put(bufp)
+	if t := a.opts.RequestTimeout; t > 0 {
+		// It runs until Ruby is done with the request, even if the client left.
+		st.setTimer(time.AfterFunc(t, func() { C.rv_interrupt_request(C.uint64_t(id), C.RV_INTR_TIMEOUT) }))
+	}
 
 	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath}
 	if hasBody {
 		rs.rc = http.NewResponseController(w)
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
-		rs.pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, rs.rc)
+		rs.pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, a.admit.body, rs.rc)
 	}
-	a.serve(r, rs, st, id)
+	a.serve(r, rs, st, id, release)
 }
 
 // serve writes what the VM sends until the response ends or the client
 // goes away.
-func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64) {
+func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, release func()) {
 	var cancel C.uint32_t // the VM is told to give up: 0, or RV_F_ERROR / RV_F_MALFORMED
 	closeConn := false    // HTTP/1: end the connection after the response
 	defer func() {
@@ -189,6 +198,16 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64) {
 		}
 		if cancel != 0 {
 			C.rv_cancel(C.uint64_t(id), cancel&C.RV_F_MALFORMED)
+		}
+		if cancel&C.RV_F_ERROR != 0 {
+			// Its client left: its place goes to the next request now, and
+			// what Ruby still unwinds counts against its connection.
+			release()
+			a.rt.slots.orphan(st, connOf(r))
+		}
+		if rs.refused == http.StatusRequestTimeout {
+			a.rt.log().Warn("ruvoy: a request body arrived too slowly (the server's read_min_rate or read_idle_timeout): answered 408",
+				zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Int64("received", st.bodySent.Load()))
 		}
 		a.rt.slots.detach(st)
 		switch {
@@ -297,18 +316,4 @@ func statusForBody(state int32) int {
 
 func (a *App) logPath(msg, path string, err error) {
 	a.rt.log().Error(msg, zap.String("file", path), zap.Error(err))
-}
-
-// bodyReservation is the most body memory a request can hold at once: what
-// the window reads ahead plus what rack.input keeps for rewind, or the whole
-// body when it is smaller.
-func (a *App) bodyReservation(r *http.Request, hasBody bool) int64 {
-	if !hasBody {
-		return 0
-	}
-	most := a.opts.RequestWindow + rewindBytesPerRequest
-	if r.ContentLength > 0 && r.ContentLength < most {
-		return r.ContentLength
-	}
-	return most
 }

@@ -26,6 +26,7 @@ type bodyPump struct {
 	body    io.Reader
 	window  int64
 	max     int64 // 0: no limit
+	budget  *bodyBudget
 	rc      *http.ResponseController
 	state   atomic.Int32  // a body* state below
 	changed chan struct{} // signalled whenever state changes
@@ -51,10 +52,13 @@ const (
 	bodyStopped                // the handler stopped the pump
 )
 
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+// chunkSize is the most one body message carries.
+const chunkSize = 64 << 10
 
-func startPump(st *stream, id uint64, body io.Reader, window, max int64, rc *http.ResponseController) *bodyPump {
-	p := &bodyPump{st: st, id: id, body: body, window: window, max: max, rc: rc,
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
+func startPump(st *stream, id uint64, body io.Reader, window, max int64, budget *bodyBudget, rc *http.ResponseController) *bodyPump {
+	p := &bodyPump{st: st, id: id, body: body, window: window, max: max, budget: budget, rc: rc,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), failed: make(chan struct{})}
 	go p.run()
 	return p
@@ -75,10 +79,23 @@ func (p *bodyPump) run() {
 	buf := *bufp
 	var sent int64
 	for {
-		for sent-p.st.bodyTaken.Load() >= p.window && !p.discard.Load() {
+		for !p.discard.Load() {
+			// Wait while the window is full, or while the app has bytes it
+			// has not taken and the budget has no room for more.
+			unread := sent - p.st.bodyTaken.Load()
+			var room <-chan struct{}
+			if unread > 0 && p.budget.full(chunkSize) {
+				room = p.budget.room()
+				if !p.budget.full(chunkSize) {
+					continue
+				}
+			} else if unread < p.window {
+				break
+			}
 			p.set(bodyWaiting)
 			select {
 			case <-p.st.bodyNotify:
+			case <-room:
 			case <-p.stop:
 				p.set(bodyStopped)
 				return
@@ -106,6 +123,8 @@ func (p *bodyPump) run() {
 				p.set(bodyTooLarge)
 				return
 			}
+			p.budget.take(int64(n))
+			p.st.bodySent.Add(int64(n))
 			submit(C.RV_IN_BODY, p.id, 0, 0, buf[:n])
 		}
 		if err != nil && p.end(err) {

@@ -13,8 +13,8 @@ import (
 
 // VMStats is what the VM thread last reported about itself.
 type VMStats struct {
-	Busy           time.Duration // time spent outside the event loop's wait
-	LoopLag        time.Duration // lateness of the loop's last 250 ms tick
+	Busy           time.Duration // time spent outside the event loop's wait, to now
+	LoopLag        time.Duration // lateness of the loop's 250 ms tick, or how long it has been held
 	RunningFor     time.Duration // how long Ruby code has held the thread; 0 if the loop has it
 	RunningStream  uint64        // the request whose fiber runs, if any
 	Requests       int           // request fibers alive
@@ -44,11 +44,17 @@ func (rt *Runtime) Stats() VMStats {
 		OffloadBusy:    int(int64(s.offload_busy)),
 		OffloadWaiting: int(int64(s.offload_waiting)),
 	}
-	if s.running_since != 0 {
-		if now := uint64(C.rv_monotonic_ns()); now > uint64(s.running_since) {
-			v.RunningFor = time.Duration(now - uint64(s.running_since))
-		}
+	now := uint64(C.rv_monotonic_ns())
+	if since := uint64(s.running_since); since != 0 && now > since {
+		v.RunningFor = time.Duration(now - since)
 	}
+	// While Ruby code holds the thread the loop neither ticks nor sleeps:
+	// the figures it would have made are made here, so that the gauges
+	// show the hold as it happens.
+	if since := uint64(s.awake_since); since != 0 && now > since {
+		v.Busy += time.Duration(now - since)
+	}
+	v.LoopLag = max(v.LoopLag, v.RunningFor)
 	return v
 }
 
@@ -74,17 +80,19 @@ var (
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.admitted.Load()) }},
 		{desc("requests_in_flight", "Requests holding a place in Ruby (their client may have left)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.slots.inUse()) }},
+		{desc("requests_orphaned", "Requests whose client left (reset, closed) while Ruby still unwinds them; they hold no place."), prometheus.GaugeValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.orphans.Load()) }},
 		{desc("requests_queued", "Requests waiting for a place (queue timeout)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.queued.Load()) }},
 		{desc("queue_wait_seconds_total", "Time admitted requests spent waiting for a place."), prometheus.CounterValue,
 			func(rt *Runtime, _ *VMStats) float64 { return time.Duration(rt.counters.queueWaitNs.Load()).Seconds() }},
-		{desc("request_body_bytes_held", "Request body bytes reserved in memory across requests."), prometheus.GaugeValue,
+		{desc("request_body_bytes_held", "Request body bytes read from clients and not yet taken by apps."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.bodyHeld.Load()) }},
 		{desc("response_body_bytes_in_flight", "Response bytes the VM produced that clients have not taken yet."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return float64(s.ResponseBytes) }},
 		{desc("vm_busy_seconds_total", "Time the VM thread spent working (rate() of it is the busy ratio)."), prometheus.CounterValue,
 			func(_ *Runtime, s *VMStats) float64 { return s.Busy.Seconds() }},
-		{desc("vm_loop_lag_seconds", "How late the event loop's last periodic tick ran."), prometheus.GaugeValue,
+		{desc("vm_loop_lag_seconds", "How late the event loop's last periodic tick ran, or how long Ruby code has held the VM thread while it does."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return s.LoopLag.Seconds() }},
 		{desc("vm_stalls_total", "Times the VM thread was held longer than the stall threshold."), prometheus.CounterValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.stalls.Load()) }},

@@ -184,8 +184,11 @@ func (rs *responder) commit() {
 // app's answer, whatever comes of it, is dropped and an HTTP/1 connection
 // closes after this one.
 func (rs *responder) answer(status int, refused bool) {
-	if !refused && rs.pump != nil && rs.pump.ended() == bodyMalformed {
-		status, refused = http.StatusBadRequest, true
+	if !refused && rs.pump != nil {
+		// The app failed on a body that was at fault: the body's answer.
+		if state := rs.pump.ended(); state == bodyMalformed || state == bodyTimeout {
+			status, refused = statusForBody(state), true
+		}
 	}
 	h := rs.w.Header()
 	for name := range h {

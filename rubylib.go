@@ -13,7 +13,7 @@ var rubyFiles embed.FS
 var rubyLoadOrder = []string{
 	"version.rb", "errors.rb", "app_loader.rb", "input.rb", "stream_io.rb",
 	"scheduler.rb", "signals.rb", "offload.rb", "context.rb", "upstream.rb",
-	"rails_support.rb",
+	"rails_support.rb", "rack_timeout.rb",
 }
 
 // rubyLibrary packs the files as "name\0source\0" records for rv_start.

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -49,6 +50,7 @@ type Runtime struct {
 	counters  counters
 	apps      atomic.Int64 // apps loaded and not closed
 	stallWarn atomic.Int64 // time.Duration; see watchdog.go
+	holdLimit atomic.Int64 // time.Duration; see watchdog.go
 }
 
 type reply struct {
@@ -178,15 +180,58 @@ func (e *BootError) Error() string {
 	return fmt.Sprintf("loading %s: %s", e.Rackup, strings.TrimRight(e.Message, "\n"))
 }
 
-// Shutdown ends the VM's event loop and cleans the VM up: at_exit hooks run,
-// and it returns ruby_cleanup's status. Call it once the servers have
-// drained; requests still in Ruby then are abandoned.
+// Shutdown stops the VM once the servers have drained (the grace period
+// is over): requests still in Ruby get Ruvoy::Shutdown raised where they
+// are, and up to unwindWait to end; then the event loop ends and the VM is
+// cleaned up (at_exit hooks run), for up to cleanupWait. Whatever Ruby is
+// doing, it returns within those: with 0 when no request was cut short and
+// the VM stopped cleanly, else ExitCutShort (requests cut short),
+// ExitVMHeld (the VM thread did not stop: its hooks never ran), or
+// ruby_cleanup's own status.
 func (rt *Runtime) Shutdown() int {
-	rt.stopOnce.Do(func() {
-		submit(C.RV_IN_STOP, 0, 0, 0, nil)
-		rt.exitCode = int(C.rv_join())
-	})
+	rt.stopOnce.Do(func() { rt.exitCode = rt.shutdown() })
 	return rt.exitCode
+}
+
+// Exit statuses of a stop that did not end cleanly (docs/cli.md).
+const (
+	ExitCutShort = 3 // requests were still running when the grace period ended
+	ExitVMHeld   = 4 // the VM thread was held and could not be stopped
+)
+
+const (
+	unwindWait  = 3 * time.Second
+	cleanupWait = 5 * time.Second
+)
+
+func (rt *Runtime) shutdown() int {
+	code := 0
+	if n := rt.Stats().Requests; n > 0 {
+		code = ExitCutShort
+		rt.log().Warn("ruvoy: requests still running after the grace period: raising Ruvoy::Shutdown in them", zap.Int("requests", n))
+		C.rv_interrupt_request(0, C.RV_INTR_SHUTDOWN)
+		for deadline := time.Now().Add(unwindWait); rt.Stats().Requests > 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	submit(C.RV_IN_STOP, 0, 0, 0, nil)
+	joined := make(chan int, 1)
+	go func() { joined <- int(C.rv_join()) }()
+	select {
+	case status := <-joined:
+		if status != 0 {
+			return status
+		}
+		return code
+	case <-time.After(cleanupWait):
+	}
+	s := rt.Stats()
+	fields := []zap.Field{zap.Duration("held", s.RunningFor.Round(time.Millisecond))}
+	if method, path, ok := rt.slots.describe(s.RunningStream); ok {
+		fields = append(fields, zap.String("method", method), zap.String("path", path))
+	}
+	rt.log().Error("ruvoy: the VM thread did not stop: exiting without the app's at_exit hooks", fields...)
+	return ExitVMHeld
 }
 
 // submit copies payload into a message for the VM thread.

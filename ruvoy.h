@@ -23,6 +23,7 @@ enum {
     RV_IN_UNLOAD_APP,  /* control: drop app aux once its requests end */
     RV_IN_STOP,        /* control: leave the loop and shut the VM down */
     RV_IN_UPSTREAM_REPLY, /* the outcome of upstream call aux (rv_upstream.c) */
+    RV_IN_INTERRUPT,   /* raise in request stream's fiber (0: every request); aux: RV_INTR_* */
 };
 
 /* Message kinds, VM -> Go. */
@@ -48,6 +49,14 @@ enum {
     RV_F_TOO_LARGE = 16, /* in: the body went over --max-body-bytes */
     RV_F_FAILED = 32,    /* in (upstream reply): the call failed; payload says why */
     RV_F_MALFORMED = 64  /* in (body end, cancel): the request body's framing is invalid */
+};
+
+/* Why a request is interrupted (RV_IN_INTERRUPT's aux, rv_interrupt.c). */
+enum {
+    RV_INTR_TIMEOUT = 1, /* it ran past its request timeout: Ruvoy::RequestTimeout */
+    RV_INTR_SHUTDOWN,    /* the stop's grace period is over: Ruvoy::Shutdown */
+    RV_INTR_RUBY,        /* Ruby code gave the exception (Rack::Timeout) */
+    RV_INTR_EXIT         /* internal: the interrupter thread ends */
 };
 
 /* Log levels carried in an RV_OUT_LOG message's flags. */
@@ -87,7 +96,9 @@ typedef struct rv_config {
 
 /* What the VM thread reports about itself, read by Go at any time. */
 typedef struct rv_vm_stats {
-    uint64_t busy_ns;         /* time the VM thread spent outside its wait */
+    uint64_t busy_ns;         /* time the VM thread spent outside its wait, up to
+                                 its last wait */
+    uint64_t awake_since;     /* CLOCK_MONOTONIC ns when it last woke; 0 while it waits */
     uint64_t lag_ns;          /* how late the loop's last 250 ms tick fired */
     uint64_t running_since;   /* CLOCK_MONOTONIC ns when Ruby code last got the
                                  thread from the loop; 0 while the loop has it */
@@ -111,6 +122,7 @@ void rv_release_memory(void);
 void rv_read_stats(rv_vm_stats *out);
 void rv_stall_check(uint64_t since);
 void rv_cancel(uint64_t stream, uint32_t flags);
+void rv_interrupt_request(uint64_t stream, uint32_t reason);
 uint64_t rv_monotonic_ns(void);
 const char *rv_header_name(int code);
 const char *rv_ruby_version(void);

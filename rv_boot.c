@@ -173,6 +173,7 @@ static int boot_ruby_side(void)
     rv_ruby_bind();
     rv_env_init();
     rv_loop_init(&config);
+    rv_interrupt_init();
     rv_gc_clock_init();
     rv_scheduler_install();
     return 1;
@@ -241,22 +242,25 @@ static char *copy(const char *p, size_t n)
  * window's worth per response. glibc gives the free top of an arena back to
  * the kernel past 128 KiB (brk, or madvise in a thread's arena), and the
  * next response faults the same pages in again: measured, 1 MiB responses
- * spent a quarter of the VM thread's time in page faults. Keep up to 32 MiB
- * free per arena instead. Fixing the trim threshold also fixes the mmap
- * threshold (glibc otherwise raises it as it goes): allocations under 4 MiB
- * come from the arenas, as they would after a warm-up.
+ * spent a quarter of the VM thread's time in page faults. Keep up to 8 MiB
+ * free per arena instead (32 MiB kept the peak of a body overload up; 4 MiB
+ * cost 1 MiB responses 14%: docs/overload.md). Fixing the trim threshold
+ * also fixes the mmap threshold (glibc otherwise raises it as it goes):
+ * allocations under 4 MiB come from the arenas, as they would after a
+ * warm-up.
  *
  * Request bodies are malloc'd on whichever Go thread copies them, and glibc
  * gives each thread that allocates an arena of its own, up to 8 per core:
- * under a body overload a dozen arenas held ~110 MiB between them, kept
- * (the threshold above) after the load. Two arenas held the peak 40 MiB
- * lower at the same throughput (docs/overload.md); MALLOC_ARENA_MAX, when
- * set, is left to decide. What stays free after a burst is given back when
- * the server goes idle (rv_release_memory). */
-static void tune_malloc(void)
+ * under a body overload a dozen arenas held ~110 MiB between them, and kept
+ * it. Two arenas do at the same throughput; MALLOC_ARENA_MAX, when set, is
+ * left to decide. What stays free after a burst is given back when the
+ * server goes idle (rv_release_memory). A constructor: it must run before
+ * any thread but the first has allocated (glibc fixes how many arenas it
+ * makes when it first needs one more), so before Go starts its threads. */
+__attribute__((constructor)) static void tune_malloc(void)
 {
 #ifdef __GLIBC__
-    mallopt(M_TRIM_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 8 << 20);
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
     if (!getenv("MALLOC_ARENA_MAX"))
         mallopt(M_ARENA_MAX, 2);
@@ -274,7 +278,6 @@ void rv_release_memory(void)
 
 int rv_start(const rv_config *cfg, char **error)
 {
-    tune_malloc();
     config = *cfg;
     config.program = copy(cfg->program, strlen(cfg->program));
     size_t argv_len = 0;
@@ -351,6 +354,7 @@ void rv_read_stats(rv_vm_stats *out)
 {
     out->busy_ns = atomic_load_explicit(&rv_stat.busy_ns, memory_order_relaxed);
     out->lag_ns = atomic_load_explicit(&rv_stat.lag_ns, memory_order_relaxed);
+    out->awake_since = atomic_load(&rv_stat.awake_since);
     out->running_since = atomic_load(&rv_stat.running_since);
     out->running_stream = atomic_load_explicit(&rv_stat.running_stream, memory_order_relaxed);
     out->requests = atomic_load_explicit(&rv_stat.requests, memory_order_relaxed);

@@ -111,7 +111,10 @@ struct rv_stream {
     int reset;                     /* the body failed after the head went out */
     int ended;                     /* an END went to Go before the final message */
     int cancelled;                 /* RV_CANCEL_*: Go is done with the request */
-    int interrupt_pending;         /* cancel arrived while the fiber could not take it */
+    int interrupt_pending;         /* an exception waits for the fiber's next wait */
+    int interrupt;                 /* RV_INTR_*: why it is being interrupted, or 0 */
+    int interrupt_delivered;       /* its exception was raised */
+    VALUE interrupt_exc;           /* RV_INTR_RUBY's exception */
     int done, done_error;          /* RV_IN_DONE arrived */
     int started;                   /* its fiber began serving it */
     int finishing;                 /* the app is done; after-reply hooks may run */
@@ -158,7 +161,7 @@ extern rv_loop *rv_L;
 
 /* The VM thread writes these; Go reads them (rv_read_stats). */
 typedef struct rv_stats {
-    _Atomic uint64_t busy_ns, lag_ns, running_since, running_stream, requests, fibers,
+    _Atomic uint64_t busy_ns, awake_since, lag_ns, running_since, running_stream, requests, fibers,
         response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting;
 } rv_stats;
 extern rv_stats rv_stat;
@@ -189,6 +192,10 @@ VALUE rv_stream_wait_done(VALUE slot);
 void rv_stream_end(rv_stream *s);
 void rv_stream_finish(rv_stream *s);
 VALUE rv_cancel_exception(rv_stream *s);
+VALUE rv_pending_exception(rv_stream *s);
+void rv_interrupt_deliver(rv_msg *m);
+int rv_interrupted(rv_stream *s, VALUE exc);
+void rv_interrupt_init(void);
 void rv_request_start(rv_msg *m);
 void rv_stream_deliver(rv_msg *m);
 VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));
@@ -210,7 +217,7 @@ void rv_send_reply(uint64_t result, const char *text, size_t len);
 
 /* ---- Ruby-side names (rv_ruby.c) ---- */
 
-extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest, rv_cInput, rv_empty_input, rv_cFiber,
+extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest, rv_eRequestTimeout, rv_eShutdown, rv_cInput, rv_empty_input, rv_cFiber,
     rv_eFiberError, rv_eUpstreamError;
 extern ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new,
     rv_id_to_ary, rv_id_load_app, rv_id_error_fields, rv_id_after_reply;

@@ -62,6 +62,7 @@ static void loop_mark(void *p)
             rb_gc_mark(s->env);
             rb_gc_mark(s->response);
             rb_gc_mark(s->input);
+            rb_gc_mark(s->interrupt_exc);
         }
     }
     st_foreach(L->waiting, mark_waiting, 0);
@@ -201,7 +202,7 @@ VALUE rv_wait_switching(rv_waiter *w, VALUE target)
         rv_stream_flush(s);
         if (s->interrupt_pending && !w->uninterruptible) {
             s->interrupt_pending = 0;
-            rb_exc_raise(rv_cancel_exception(s));
+            rb_exc_raise(rv_pending_exception(s));
         }
         w->stream = s;
         s->waiter = w;
@@ -482,6 +483,9 @@ static void handle(rv_msg *m)
     case RV_IN_UPSTREAM_REPLY:
         rv_upstream_deliver(m);
         break;
+    case RV_IN_INTERRUPT:
+        rv_interrupt_deliver(m);
+        break;
     default:
         handle_control(m);
     }
@@ -589,9 +593,12 @@ static void poll_io(void)
     } else if (rv_inbox_sleep(&rv_to_vm)) {
         uint64_t now = rv_now();
         atomic_fetch_add_explicit(&rv_stat.busy_ns, now - turn_began, memory_order_relaxed);
+        atomic_store(&rv_stat.awake_since, 0);
         rb_nogvl(poll_nogvl, &a, poll_ubf, NULL, RB_NOGVL_UBF_ASYNC_SAFE);
         atomic_store(&rv_to_vm.sleeping, 0);
         turn_began = rv_now();
+    atomic_store(&rv_stat.awake_since, turn_began);
+        atomic_store(&rv_stat.awake_since, turn_began);
     }
     for (int i = 0; i < a.n; i++) {
         int fd = events[i].data.fd;

@@ -50,7 +50,7 @@ void rv_request_start(rv_msg *m)
     s->slot = slot;
     s->request = m;
     s->window = L->window;
-    s->fiber = s->env = s->response = s->input = Qnil;
+    s->fiber = s->env = s->response = s->input = s->interrupt_exc = Qnil;
     long app = (long)m->aux;
     s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
     L->streams[slot] = s;
@@ -102,6 +102,8 @@ static void app_failed(rv_stream *s, VALUE exc)
         s->reset = 1; /* nobody is listening; nothing to log */
         return;
     }
+    if (rv_interrupted(s, exc))
+        return;
     if (rb_obj_is_kind_of(exc, rv_eBodyTooLarge) || rb_obj_is_kind_of(exc, rv_eBadRequest)) {
         /* The client's fault, not the app's: a 413 or 400 if it still can be. */
         if (s->head_sent)

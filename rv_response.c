@@ -448,6 +448,8 @@ static void body_failed(resp *r, VALUE exc)
         s->reset = 1;
         return;
     }
+    if (rv_interrupted(s, exc))
+        return;
     if (rb_obj_is_kind_of(exc, rv_eBadRequest) || rb_obj_is_kind_of(exc, rv_eBodyTooLarge)) {
         /* A streaming body read a request body the client got wrong. */
         if (s->head_sent)

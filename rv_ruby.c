@@ -6,7 +6,7 @@
  */
 #include "rv_internal.h"
 
-VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest, rv_cInput, rv_empty_input, rv_cFiber,
+VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest, rv_eRequestTimeout, rv_eShutdown, rv_cInput, rv_empty_input, rv_cFiber,
     rv_eFiberError;
 ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new, rv_id_to_ary,
     rv_id_load_app, rv_id_error_fields, rv_id_after_reply;
@@ -83,6 +83,10 @@ void rv_ruby_init(void)
     rv_eClientDisconnected = rb_define_class_under(rv_mRuvoy, "ClientDisconnected", rb_eIOError);
     rv_eBodyTooLarge = rb_define_class_under(rv_mRuvoy, "BodyTooLarge", rb_eIOError);
     rv_eBadRequest = rb_define_class_under(rv_mRuvoy, "BadRequest", rb_eIOError);
+    /* Raised in a request's fiber from outside it (rv_interrupt.c). Not
+     * StandardErrors, so that an app's `rescue => e` does not swallow them. */
+    rv_eRequestTimeout = rb_define_class_under(rv_mRuvoy, "RequestTimeout", rb_eException);
+    rv_eShutdown = rb_define_class_under(rv_mRuvoy, "Shutdown", rb_eException);
     rb_define_module_function(rv_mRuvoy, "_read_chunk", read_chunk, 1);
     rb_define_module_function(rv_mRuvoy, "_write", write_chunk, 2);
     rb_define_module_function(rv_mRuvoy, "live_requests", live_requests, 0);

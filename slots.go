@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A stream is one request's Go-side state: the messages the VM sent it that
@@ -36,12 +37,18 @@ type stream struct {
 	req      *http.Request
 	calls    map[uint64]context.CancelCauseFunc // upstream calls under way
 	refs     atomic.Int32
-	onFree   func() // releases the request's admission
+	onFree   func()      // releases the request's admission
+	timer    *time.Timer // its request timeout, stopped when it ends
 	notify   chan struct{}
 
-	// Request body flow control: bytes the app has taken so far.
+	// Request body flow control: bytes sent to the VM, and bytes the app
+	// has taken so far; the difference, and what rack.input keeps of what
+	// was taken, count against the body budget.
+	hasBody    bool // it holds a working set of the body budget (admission)
+	bodySent   atomic.Int64
 	bodyTaken  atomic.Int64
 	bodyNotify chan struct{}
+	orphanOf   *connInfo // the connection whose client left it, while Ruby unwinds it
 }
 
 type slots struct {
@@ -59,7 +66,7 @@ func newSlots(n int) *slots {
 }
 
 // acquire takes a free slot for a new request, or returns nil.
-func (s *slots) acquire(a *App, r *http.Request, onFree func()) *stream {
+func (s *slots) acquire(a *App, r *http.Request, hasBody bool, onFree func()) *stream {
 	s.mu.Lock()
 	if len(s.free) == 0 {
 		s.mu.Unlock()
@@ -80,9 +87,11 @@ func (s *slots) acquire(a *App, r *http.Request, onFree func()) *stream {
 	st.detached = false
 	st.method, st.path = r.Method, r.URL.Path
 	st.app, st.req = a, r
+	st.hasBody = hasBody
 	st.onFree = onFree
 	st.mu.Unlock()
 	st.refs.Store(2)
+	st.bodySent.Store(0)
 	st.bodyTaken.Store(0)
 	return st
 }
@@ -113,8 +122,15 @@ func (s *slots) deliver(m *C.rv_msg) {
 		return
 	}
 	if m.kind == C.RV_OUT_CREDIT {
+		a := st.app
 		st.mu.Unlock()
-		st.bodyTaken.Add(int64(m.aux))
+		n := int64(m.aux)
+		taken := st.bodyTaken.Add(n)
+		if a != nil {
+			// n bytes left the window; rack.input kept them, or moved all it
+			// kept to a file.
+			a.admit.body.release(n - (keptFor(taken) - keptFor(taken-n)))
+		}
 		signal(st.bodyNotify)
 		freeMsg(m)
 		return
@@ -194,6 +210,12 @@ func (st *stream) removeCall(call uint64) {
 	st.mu.Unlock()
 }
 
+func (st *stream) setTimer(t *time.Timer) {
+	st.mu.Lock()
+	st.timer = t
+	st.mu.Unlock()
+}
+
 // take returns the stream's pending messages in order.
 func (st *stream) take() *C.rv_msg {
 	st.mu.Lock()
@@ -201,6 +223,19 @@ func (st *stream) take() *C.rv_msg {
 	st.head, st.tail = nil, nil
 	st.mu.Unlock()
 	return m
+}
+
+// orphan counts a request whose client left against its connection (and
+// the runtime's gauge) until Ruby is done with it.
+func (s *slots) orphan(st *stream, c *connInfo) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if c == nil || st.orphanOf != nil || st.id == 0 || st.app == nil {
+		return
+	}
+	st.orphanOf = c
+	c.orphans.Add(1)
+	st.app.rt.counters.orphans.Add(1)
 }
 
 // detach says the handler is gone, drops what waits for it and ends the
@@ -231,7 +266,20 @@ func (s *slots) unref(st *stream) {
 	st.id = 0
 	onFree := st.onFree
 	st.onFree = nil
+	if st.app != nil && st.hasBody {
+		taken := st.bodyTaken.Load()
+		st.app.admit.body.release(st.bodySent.Load() - taken + keptFor(taken) + bodyWorkingSet)
+	}
+	if st.orphanOf != nil {
+		st.orphanOf.orphans.Add(-1)
+		st.app.rt.counters.orphans.Add(-1)
+		st.orphanOf = nil
+	}
 	st.app, st.req = nil, nil
+	if st.timer != nil {
+		st.timer.Stop()
+		st.timer = nil
+	}
 	st.mu.Unlock()
 	if onFree != nil {
 		onFree()

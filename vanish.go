@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,10 +31,23 @@ const (
 
 type connKey struct{}
 
+// connInfo is what ruvoy keeps about a server connection: the connection,
+// to watch it, and how many of its requests its client left while Ruby
+// still unwinds them (admission bounds them).
+type connInfo struct {
+	conn    net.Conn
+	orphans atomic.Int32
+}
+
 // WithConn records a server connection in its context, for the handler to
 // watch (the Caddy module sets it for every connection it serves).
 func WithConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
+	return context.WithValue(ctx, connKey{}, &connInfo{conn: c})
+}
+
+func connOf(r *http.Request) *connInfo {
+	c, _ := r.Context().Value(connKey{}).(*connInfo)
+	return c
 }
 
 // clientWatch follows one request's client. Its methods run on the
@@ -49,11 +63,11 @@ func watchClient(r *http.Request) clientWatch {
 	if r.ProtoMajor != 1 {
 		return clientWatch{gone: r.Context().Done()}
 	}
-	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	c := connOf(r)
 	if r.ProtoMinor == 0 || c == nil {
 		return clientWatch{} // a failed write tells
 	}
-	tcp := tcpConn(c)
+	tcp := tcpConn(c.conn)
 	if tcp == nil {
 		return clientWatch{}
 	}

@@ -5,7 +5,12 @@ package ruvoy
 */
 import "C"
 
-import "time"
+import (
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+)
 
 // DefaultStallWarn is how long Ruby code may hold the VM thread before the
 // stall detector logs where.
@@ -14,32 +19,57 @@ const DefaultStallWarn = 100 * time.Millisecond
 // SetStallWarn sets the stall threshold (0 turns the detector off).
 func (rt *Runtime) SetStallWarn(d time.Duration) { rt.stallWarn.Store(int64(d)) }
 
+// SetHoldLimit sets how long Ruby code may hold the VM thread before the
+// process exits (0: never).
+func (rt *Runtime) SetHoldLimit(d time.Duration) { rt.holdLimit.Store(int64(d)) }
+
 // watch is the stall detector: when Ruby code has held the VM thread past
 // the threshold without giving it back to the event loop, it counts the
 // stall and has the VM log the request and the Ruby backtrace (rv_stall.c),
-// once per stall.
+// once per stall. Past the hold limit, it exits the process (ExitVMHeld)
+// so that a supervisor starts a fresh one: every other request has waited
+// that long.
 func (rt *Runtime) watch() {
 	var reported uint64
 	for {
-		limit := time.Duration(rt.stallWarn.Load())
-		tick := limit / 4
-		if limit <= 0 {
-			tick = time.Second
+		warn := time.Duration(rt.stallWarn.Load())
+		hold := time.Duration(rt.holdLimit.Load())
+		tick := time.Second
+		for _, d := range []time.Duration{warn, hold} {
+			if d > 0 {
+				tick = min(tick, d/4)
+			}
 		}
 		time.Sleep(max(tick, 10*time.Millisecond))
-		if limit <= 0 {
-			continue
-		}
 		var s C.rv_vm_stats
 		C.rv_read_stats(&s)
 		since := uint64(s.running_since)
-		if since == 0 || since == reported {
+		if since == 0 {
 			continue
 		}
-		if now := uint64(C.rv_monotonic_ns()); now > since && time.Duration(now-since) > limit {
+		now := uint64(C.rv_monotonic_ns())
+		held := time.Duration(now - since)
+		if warn > 0 && since != reported && now > since && held > warn {
 			reported = since
 			rt.counters.stalls.Add(1)
 			C.rv_stall_check(C.uint64_t(since))
 		}
+		if hold > 0 && now > since && held > hold {
+			rt.exitHeld(since, held)
+		}
 	}
+}
+
+// exitHeld ends the process whose VM thread Ruby code has held past the
+// hold limit, once the backtrace had a chance to be logged.
+func (rt *Runtime) exitHeld(since uint64, held time.Duration) {
+	C.rv_stall_check(C.uint64_t(since)) // the backtrace, if Ruby reaches a safe point
+	time.Sleep(time.Second)
+	s := rt.Stats()
+	fields := []zap.Field{zap.Duration("held", held.Round(time.Millisecond))}
+	if method, path, ok := rt.slots.describe(s.RunningStream); ok {
+		fields = append(fields, zap.String("method", method), zap.String("path", path))
+	}
+	rt.log().Error("ruvoy: Ruby code has held the VM thread past the hold limit: exiting so that a fresh process can serve", fields...)
+	os.Exit(ExitVMHeld)
 }

@@ -27,7 +27,9 @@ func init() {
 //	    environment   <name>
 //	    max_requests    <n>
 //	    queue_timeout   <duration>
+//	    request_timeout <duration>
 //	    stall_warn      <duration>
+//	    vm_hold_limit   <duration>
 //	    max_inflight_body_size <size>
 //	    max_body_size   <size>
 //	    request_window  <size>
@@ -81,7 +83,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_requests: want a positive integer, got %q", d.Val())
 			}
 			h.MaxRequests = n
-		case "queue_timeout", "stall_warn":
+		case "queue_timeout", "stall_warn", "request_timeout", "vm_hold_limit":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -90,9 +92,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("%s: %v", option, err)
 			}
-			if option == "queue_timeout" {
+			switch option {
+			case "queue_timeout":
 				h.QueueTimeout = caddy.Duration(dur)
-			} else {
+			case "request_timeout":
+				h.RequestTimeout = caddy.Duration(dur)
+			case "vm_hold_limit":
+				v := caddy.Duration(dur)
+				h.VMHoldLimit = &v
+			default:
 				v := caddy.Duration(dur)
 				h.StallWarn = &v
 			}

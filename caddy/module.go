@@ -51,10 +51,18 @@ type Handler struct {
 	MaxInflightBodyBytes int64 `json:"max_inflight_body_bytes,omitempty"`
 	// MaxBodyBytes bounds request bodies: larger ones get 413 (default: none).
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// RequestTimeout bounds the time a request spends in Ruby: past it,
+	// Ruvoy::RequestTimeout is raised in its fiber and the client gets 503
+	// (default: none).
+	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
 	// StallWarn is how long Ruby code may hold the VM thread before a
 	// warning names the request and its backtrace (default 100ms; 0: off).
 	// The VM is one per process: the last config loaded sets it.
 	StallWarn *caddy.Duration `json:"stall_warn,omitempty"`
+	// VMHoldLimit is how long Ruby code may hold the VM thread before the
+	// process exits (status 4), so that a supervisor starts a fresh one
+	// (default 0: never). Process-wide, like StallWarn.
+	VMHoldLimit *caddy.Duration `json:"vm_hold_limit,omitempty"`
 	// RequestWindow bounds the request body bytes read ahead of the app
 	// (default 256 KiB); the rest waits in the kernel.
 	RequestWindow int64 `json:"request_window,omitempty"`
@@ -143,6 +151,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.StallWarn != nil {
 		rt.SetStallWarn(time.Duration(*h.StallWarn))
 	}
+	if h.VMHoldLimit != nil {
+		rt.SetHoldLimit(time.Duration(*h.VMHoldLimit))
+	}
 	if err := ctx.GetMetricsRegistry().Register(rt.Collector()); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {
@@ -151,14 +162,20 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	registerExit.Do(func() {
 		// The process is exiting: the servers have drained; clean the VM up
-		// so at_exit hooks run before Caddy exits.
-		caddy.OnExit(func(context.Context) { rt.Shutdown() })
+		// so at_exit hooks run before Caddy exits, and exit with a status
+		// that says when the stop cut requests short.
+		caddy.OnExit(func(context.Context) {
+			if code := rt.Shutdown(); code != 0 {
+				os.Exit(code)
+			}
+		})
 	})
 	opts := ruvoy.AppOptions{
 		MaxRequests:          h.MaxRequests,
 		QueueTimeout:         time.Duration(h.QueueTimeout),
 		MaxInflightBodyBytes: h.MaxInflightBodyBytes,
 		MaxBodyBytes:         h.MaxBodyBytes,
+		RequestTimeout:       time.Duration(h.RequestTimeout),
 		RequestWindow:        h.RequestWindow,
 		ResponseWindow:       h.ResponseWindow,
 		ClientIP:             clientIP,

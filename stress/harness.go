@@ -27,6 +27,7 @@ type harness struct {
 	mainAddr           string
 	logPath            string
 	counts             *counts
+	bootRSS            int64 // at rest after start, before any traffic
 }
 
 func freePort() string {
@@ -108,6 +109,7 @@ func startHarness(root, binary string) (*harness, error) {
 	}
 	fmt.Printf("ruvoy pid %d, main %s (max_requests %d, body budget %d MiB), control %s; log %s\n",
 		h.cmd.Process.Pid, h.main, maxRequests, bodyBudget>>20, h.control, h.logPath)
+	h.bootRSS = h.restRSS()
 	return h, nil
 }
 
@@ -161,6 +163,15 @@ func (h *harness) resources() resources {
 	}
 	return r
 }
+
+// restRSS is the server's RSS at rest: after idleRest with no request, by
+// when it has given back what the last burst left free (release.go).
+func (h *harness) restRSS() int64 {
+	time.Sleep(idleRest)
+	return rss(h.cmd.Process.Pid)
+}
+
+const idleRest = 4 * time.Second
 
 func rss(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -7,7 +7,7 @@
 // failed, a transport error occurred, or resources grew across cycles.
 //
 //	go run ./stress                  # 3 cycles, 15 s overload phases
-//	go run ./stress -short           # 1 short cycle (CI)
+//	go run ./stress -short -cycles 5 # 5 short cycles (CI)
 //	go run ./stress -soak 30         # steady traffic for 30 minutes
 package main
 
@@ -22,7 +22,7 @@ import (
 var (
 	cycles = flag.Int("cycles", 3, "full cycles to run")
 	phase  = flag.Duration("phase", 15*time.Second, "length of the steady and overload phases")
-	short  = flag.Bool("short", false, "one short cycle (3 s phases), for CI")
+	short  = flag.Bool("short", false, "short cycles (3 s phases), for CI")
 	soak   = flag.Int("soak", 0, "run steady traffic for this many minutes instead of cycles")
 	bin    = flag.String("bin", "ruvoy", "the ruvoy binary")
 )
@@ -30,7 +30,7 @@ var (
 func main() {
 	flag.Parse()
 	if *short {
-		*cycles, *phase = 1, 3*time.Second
+		*phase = 3 * time.Second
 	}
 	root, _ := filepath.Abs(".")
 	binary, _ := filepath.Abs(*bin)

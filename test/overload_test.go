@@ -103,39 +103,40 @@ func TestOverloadCancelledWhileQueued(t *testing.T) {
 	equal(t, "admitted", metricValue(t, admin, "ruvoy_requests_admitted_total"), "1")
 }
 
-// Uploads that would pass the body budget get 503 before their body is read.
+// Uploads get 503 before their body is read while the body budget is full:
+// each request with a body holds its working set (128 KiB) and the bytes
+// it holds.
 func TestOverloadBodyBudget(t *testing.T) {
 	adminPort := freePort(t)
 	admin := "http://127.0.0.1:" + adminPort
-	// Each 1 MiB upload reserves its read-ahead window plus what rack.input
-	// keeps for rewind (384 KiB): two fit in 1 MiB, a third does not.
 	s := start(t, "--admin-port", adminPort, "--max-inflight-body-bytes", "1048576", app("streaming.ru"))
 	var conns []net.Conn
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 8; i++ {
 		c, err := net.Dial("tcp", s.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		io.WriteString(c, "POST /upload?pause=0.1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n")
-		c.Write(make([]byte, 1000))
 		conns = append(conns, c)
 	}
-	eventually(t, 5*time.Second, "two uploads admitted", func() bool {
-		return metricValue(t, admin, "ruvoy_request_body_bytes_held") == "786432"
-	})
-	// The third gets its answer without sending a byte of its body.
+	held := func() float64 {
+		v, _ := strconv.ParseFloat(metricValue(t, admin, "ruvoy_request_body_bytes_held"), 64)
+		return v
+	}
+	eventually(t, 5*time.Second, "eight uploads admitted", func() bool { return held() == 1048576 })
+	// The ninth gets its answer without sending a byte of its body.
 	r := s.rawRequest(t, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n")
 	equal(t, "status", r.status, 503)
 	equal(t, "rejected", metricValue(t, admin, `ruvoy_requests_rejected_total{reason="body_budget"}`), "1")
-	// A small body still fits.
+	// Once one ends, a small body fits.
+	conns[0].Close()
+	eventually(t, 5*time.Second, "one upload's share released", func() bool { return held() == 917504 })
 	equal(t, "small upload", s.do(t, "POST", "/read-all", strings.NewReader("tiny")).body, "4")
 	for _, c := range conns {
 		c.Close()
 	}
-	eventually(t, 5*time.Second, "reservations released", func() bool {
-		return metricValue(t, admin, "ruvoy_request_body_bytes_held") == "0"
-	})
+	eventually(t, 5*time.Second, "the budget released", func() bool { return held() == 0 })
 }
 
 func TestOverloadProbes(t *testing.T) {

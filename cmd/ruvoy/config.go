@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"time"
 )
 
 // staticFS names the file system --static serves from.
@@ -26,6 +27,12 @@ func buildConfig(o *options) ([]byte, error) {
 	}
 	if o.stallWarn >= 0 {
 		handler["stall_warn"] = fmt.Sprintf("%dms", o.stallWarn)
+	}
+	if o.requestTimeout > 0 {
+		handler["request_timeout"] = seconds(o.requestTimeout)
+	}
+	if o.holdLimit > 0 {
+		handler["vm_hold_limit"] = seconds(o.holdLimit)
 	}
 	if o.bodyBudget > 0 {
 		handler["max_inflight_body_bytes"] = o.bodyBudget
@@ -91,6 +98,12 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.tls() {
 		configureTLS(o, server, apps)
 	}
+	if o.minUploadRate > 0 {
+		// Caddy's read deadlines on request bodies: a body idle for a minute
+		// (its default read_idle_timeout), or slower than this on average
+		// after that minute, ends with 408 (ruvoy's handler answers it).
+		server["read_min_rate"] = o.minUploadRate
+	}
 	if len(o.trustedProxies) > 0 {
 		// Strict: the client is the rightmost X-Forwarded-For entry that is
 		// not a trusted proxy; the leftmost is whatever the client wrote.
@@ -148,6 +161,11 @@ func buildConfig(o *options) ([]byte, error) {
 		"apps":    apps,
 	}
 	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// seconds is a duration in Caddy's JSON form.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).String()
 }
 
 // configureTLS makes the server speak HTTPS: HTTP/1.1 and HTTP/2 by ALPN,

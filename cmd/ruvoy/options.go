@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -44,6 +45,15 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              a request that would pass it gets 503 (default 67108864)
         --stall-warn MS      Warn (with the Ruby backtrace) when a request holds the VM
                              thread over MS without yielding (default 100; 0: off)
+        --request-timeout SECONDS
+                             Raise Ruvoy::RequestTimeout in a request that runs longer,
+                             answering 503 (default: none)
+        --vm-hold-limit SECONDS
+                             Exit (status 4) when Ruby code holds the VM thread this long
+                             without yielding, for a supervisor to restart (default: never)
+        --min-upload-rate BYTES
+                             Answer 408 to request bodies that arrive slower than BYTES a
+                             second, after a first minute (default 1024; 0: off)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
@@ -62,6 +72,11 @@ Caddy subcommands work as in caddy.
 
 const usageHint = "Run 'ruvoy --help' for usage.\n"
 
+// defaultMinUploadRate is --min-upload-rate's default: Apache's
+// mod_reqtimeout asks 500 bytes a second of a body; twice that is still a
+// slow modem's rate.
+const defaultMinUploadRate = 1024
+
 var errHelp = errors.New("help requested")
 
 type options struct {
@@ -70,7 +85,9 @@ type options struct {
 	grace                      int
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
-	stallWarn                  int // ms; -1: the default
+	stallWarn                  int     // ms; -1: the default
+	requestTimeout, holdLimit  float64 // seconds; 0: none
+	minUploadRate              int     // bytes a second; 0: off
 	bodyBudget                 int64
 	accessLog, h2c, reusePort  bool
 	printConfig, version       bool
@@ -104,7 +121,8 @@ func (o *options) url() string {
 
 // parseOptions reads GNU-style options: -p 80, -p80, --port 80, --port=80.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1}
+	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
+		minUploadRate: defaultMinUploadRate}
 	if p := getenv("PORT"); p != "" {
 		o.port = p
 	}
@@ -186,6 +204,12 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			o.bodyBudget = int64(v)
 		case "--stall-warn":
 			o.stallWarn, err = intValue(name, takeValue, 0)
+		case "--request-timeout":
+			o.requestTimeout, err = secondsValue(name, takeValue)
+		case "--vm-hold-limit":
+			o.holdLimit, err = secondsValue(name, takeValue)
+		case "--min-upload-rate":
+			o.minUploadRate, err = intValue(name, takeValue, 0)
 		case "--cluster":
 			var v string
 			if v, err = takeValue(); err == nil {
@@ -338,6 +362,20 @@ func parseCluster(v string) (cluster, error) {
 		c.hosts = append(c.hosts, host)
 	}
 	return c, nil
+}
+
+// secondsValue reads an option's value in seconds: a positive number,
+// fractions allowed.
+func secondsValue(name string, take func() (string, error)) (float64, error) {
+	v, err := take()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n <= 0 || math.IsInf(n, 0) {
+		return 0, fmt.Errorf("%s: want a number of seconds above 0, got %q", name, v)
+	}
+	return n, nil
 }
 
 // intValue reads an option's integer value, at least min.

@@ -18,6 +18,7 @@ module Ruvoy
     raise BootError, "#{path} did not build a Rack app (got #{app.inspect})" unless app.respond_to?(:call)
 
     RailsSupport.install
+    RackTimeout.install
     app
   end
 

@@ -13,6 +13,16 @@ module Ruvoy
   # is the fiber (the reaper takes back connections of fibers that died),
   # and a request releases its connection when it ends, as a thread would.
   module RailsSupport
+    # Rails rescues every exception into an error page (500); the request
+    # timeout and the stop's are the server's, and answer 503.
+    def self.map_interruptions
+      return unless defined?(::ActionDispatch::ExceptionWrapper)
+
+      responses = ::ActionDispatch::ExceptionWrapper.rescue_responses
+      responses["Ruvoy::RequestTimeout"] ||= :service_unavailable
+      responses["Ruvoy::Shutdown"] ||= :service_unavailable
+    end
+
     module PoolByFiber
       private
 
@@ -54,6 +64,7 @@ module Ruvoy
     end
 
     def self.install
+      map_interruptions
       return unless defined?(::Rails::VERSION) && defined?(::ActiveRecord::ConnectionAdapters::ConnectionPool)
 
       if ::Rails::VERSION::MAJOR >= 7
