@@ -67,10 +67,21 @@ func (rs *responder) closeConnection() {
 	}
 	go func() {
 		_ = c.SetReadDeadline(time.Now().Add(lingerTime))
-		_, _ = io.CopyN(io.Discard, c, lingerBytes)
+		if n, _ := io.CopyN(io.Discard, c, lingerBytes); n == lingerBytes {
+			// Still sending past what is worth reading: the close resets
+			// the connection, and a reset drops what the client's kernel
+			// holds unread, maybe the answer. A fast client sends the limit
+			// in milliseconds; it gets a pause to read first (as Go's
+			// server gives: rstAvoidanceDelay).
+			time.Sleep(resetDelay)
+		}
 		c.Close()
 	}()
 }
+
+// resetDelay is how long a connection that will be reset stays open after
+// its answer, for the client to read it.
+const resetDelay = 500 * time.Millisecond
 
 // chunked says whether Go framed the response's body in chunks: HTTP/1.1,
 // a status and method with a body, and no Content-Length.
