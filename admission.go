@@ -38,7 +38,7 @@ func newAdmission(max int, queueTimeout time.Duration, budget int64, c *counters
 // more than once), or false when r was answered 503 (or its client left
 // waiting). A request with a body is refused while the body budget has no
 // room for its working set, which it then holds (bodyWorkingSet).
-func (a *admission) admit(w http.ResponseWriter, r *http.Request, hasBody bool) (func(), bool) {
+func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, hasBody bool) (func(), bool) {
 	if hasBody {
 		if a.body.full(bodyWorkingSet) {
 			a.counters.rejectedBody.Add(1)
@@ -53,7 +53,7 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, hasBody bool) 
 			a.body.release(bodyWorkingSet)
 		}
 	}()
-	if c := connOf(r); c != nil && c.orphans.Load() >= maxOrphans {
+	if c != nil && c.orphans.Load() >= maxOrphans {
 		// Its client reset that many requests still unwinding in Ruby
 		// (HTTP/2's rapid reset): no new work from it until they end.
 		a.counters.rejectedCount.Add(1)
@@ -63,7 +63,7 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, hasBody bool) 
 	select {
 	case a.slots <- struct{}{}:
 	default:
-		if wait := a.wait(w, r); wait != admitted {
+		if wait := a.wait(w, r, c); wait != admitted {
 			if wait == refused {
 				overloaded(w, r)
 			}
@@ -163,7 +163,7 @@ const (
 )
 
 // wait queues for a place up to the queue timeout.
-func (a *admission) wait(w http.ResponseWriter, r *http.Request) int {
+func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo) int {
 	if a.queueTimeout <= 0 {
 		a.counters.rejectedCount.Add(1)
 		return refused
@@ -173,7 +173,7 @@ func (a *admission) wait(w http.ResponseWriter, r *http.Request) int {
 	began := time.Now()
 	timer := time.NewTimer(a.queueTimeout)
 	defer timer.Stop()
-	client := watchClient(r)
+	client := watchClient(r, c)
 	for {
 		select {
 		case a.slots <- struct{}{}:

@@ -131,7 +131,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	release, ok := a.admit.admit(w, r, hasBody)
+	conn := connOf(r)
+	release, ok := a.admit.admit(w, r, conn, hasBody)
 	if !ok {
 		return
 	}
@@ -184,12 +185,12 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
 		rs.pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, a.admit.body, rs.rc)
 	}
-	a.serve(r, rs, st, id, release)
+	a.serve(r, rs, st, id, conn, release)
 }
 
 // serve writes what the VM sends until the response ends or the client
 // goes away.
-func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, release func()) {
+func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn *connInfo, release func()) {
 	var cancel C.uint32_t // the VM is told to give up: 0, or RV_F_ERROR / RV_F_MALFORMED
 	closeConn := false    // HTTP/1: end the connection after the response
 	defer func() {
@@ -203,7 +204,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, relea
 			// Its client left: its place goes to the next request now, and
 			// what Ruby still unwinds counts against its connection.
 			release()
-			a.rt.slots.orphan(st, connOf(r))
+			a.rt.slots.orphan(st, conn)
 		}
 		if rs.refused == http.StatusRequestTimeout {
 			a.rt.log().Warn("ruvoy: a request body arrived too slowly (the server's read_min_rate or read_idle_timeout): answered 408",
@@ -217,7 +218,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, relea
 			rs.closeConnection()
 		}
 	}()
-	client := watchClient(r)
+	client := watchClient(r, conn)
 	var bodyFailed <-chan struct{}
 	if rs.pump != nil {
 		bodyFailed = rs.pump.failed

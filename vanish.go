@@ -37,6 +37,19 @@ type connKey struct{}
 type connInfo struct {
 	conn    net.Conn
 	orphans atomic.Int32
+	tcp     atomic.Pointer[net.TCPConn] // found once, when first needed
+}
+
+// tcpConn is the TCP connection under the server connection, or nil.
+func (c *connInfo) tcpConn() *net.TCPConn {
+	if t := c.tcp.Load(); t != nil {
+		return t
+	}
+	t := tcpConn(c.conn)
+	if t != nil {
+		c.tcp.Store(t)
+	}
+	return t
 }
 
 // WithConn records a server connection in its context, for the handler to
@@ -56,28 +69,28 @@ type clientWatch struct {
 	fin   <-chan struct{}  // HTTP/1.1: the request's context ended (a FIN, or a read error)
 	probe <-chan time.Time // after a FIN: when to send the probe
 	gone  <-chan struct{}  // closed once the client is known to have gone
+	conn  *connInfo
 	tcp   *net.TCPConn
 }
 
-func watchClient(r *http.Request) clientWatch {
+// watchClient watches r's client; c is r's connection (connOf), or nil.
+func watchClient(r *http.Request, c *connInfo) clientWatch {
 	if r.ProtoMajor != 1 {
 		return clientWatch{gone: r.Context().Done()}
 	}
-	c := connOf(r)
 	if r.ProtoMinor == 0 || c == nil {
 		return clientWatch{} // a failed write tells
 	}
-	tcp := tcpConn(c.conn)
-	if tcp == nil {
-		return clientWatch{}
-	}
-	return clientWatch{fin: r.Context().Done(), tcp: tcp}
+	return clientWatch{fin: r.Context().Done(), conn: c}
 }
 
 // finSeen follows a FIN: a connection already reset is gone; otherwise a
 // probe follows if the answer takes long.
 func (cw *clientWatch) finSeen() {
 	cw.fin = nil
+	if cw.tcp = cw.conn.tcpConn(); cw.tcp == nil {
+		return // not TCP under its wrappers: a failed write tells
+	}
 	if tcpClosed(cw.tcp) {
 		cw.gone = closed
 		return
