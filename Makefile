@@ -37,7 +37,7 @@ check:
 	EXTRA_CFLAGS=-Werror $(GO) vet ./...
 
 unit:
-	$(GO) test -race -count=1 . ./caddy ./cmd/...
+	$(GO) test -race -count=1 . ./internal/... ./caddy ./cmd/...
 
 e2e: ruvoy-race
 	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 30m ./test/...
@@ -50,11 +50,13 @@ e2e-cgocheck: ruvoy-cgocheck2
 stress-short: ruvoy
 	$(GO) run ./stress -short -cycles 5 -bin ./ruvoy
 
-# Short runs of the HTTP/1 fuzzers: Go's fuzzing of the smuggling guard,
-# and the end-to-end differential fuzzer against the binary (`go run
+# Short runs of the fuzzers: Go's fuzzing of the HTTP/1 smuggling guard
+# and of the wire's two request-head readers (Go's and C's, held against
+# each other), and the end-to-end differential fuzzer against the binary (`go run
 # ./fuzz -d 10m` for a long one; docs/protocols.md).
 fuzz-short: ruvoy
 	$(GO) test ./caddy -run '^$$' -fuzz FuzzGuard -fuzztime 50000x
+	$(GO) test ./internal/vm -run '^$$' -fuzz FuzzRequestHeadReaders -fuzztime 50000x
 	$(GO) run ./fuzz -d 20s -bin ./ruvoy
 
 test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
 // admission bounds the work an app takes on: at most max requests in Ruby at
@@ -14,7 +16,7 @@ import (
 // budget of request body bytes read from clients and not yet taken by the
 // app. Excess is answered 503 before it reaches Ruby.
 type admission struct {
-	slots        chan struct{}
+	permits      chan struct{}
 	queueTimeout time.Duration
 	body         *bodyBudget
 	counters     *counters
@@ -30,7 +32,7 @@ type counters struct {
 }
 
 func newAdmission(max int, queueTimeout time.Duration, budget int64, c *counters) *admission {
-	return &admission{slots: make(chan struct{}, max), queueTimeout: queueTimeout,
+	return &admission{permits: make(chan struct{}, max), queueTimeout: queueTimeout,
 		body: &bodyBudget{limit: budget, counters: c}, counters: c}
 }
 
@@ -61,7 +63,7 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, h
 		return nil, false
 	}
 	select {
-	case a.slots <- struct{}{}:
+	case a.permits <- struct{}{}:
 	default:
 		if wait := a.wait(w, r, c); wait != admitted {
 			if wait == refused {
@@ -75,14 +77,14 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, h
 	var released atomic.Bool
 	return func() {
 		if released.CompareAndSwap(false, true) {
-			<-a.slots
+			<-a.permits
 		}
 	}, true
 }
 
 // rewindInMemory is what rack.input keeps in memory for rewind before it
-// moves the body to a file (lib/ruvoy/input.rb, MEMORY_LIMIT).
-const rewindInMemory = 128 << 10
+// moves the body to a file (lib/ruvoy/input.rb reads the same constant).
+const rewindInMemory = wire.RewindInMemory
 
 // keptFor is what rack.input holds in memory once the app has taken taken
 // bytes: all of them up to rewindInMemory, none once they went to a file.
@@ -176,7 +178,7 @@ func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo) in
 	client := watchClient(r, c)
 	for {
 		select {
-		case a.slots <- struct{}{}:
+		case a.permits <- struct{}{}:
 			a.counters.queueWaitNs.Add(int64(time.Since(began)))
 			return admitted
 		case <-timer.C:

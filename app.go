@@ -1,15 +1,13 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
@@ -106,7 +104,7 @@ func (a *App) Close() {
 
 func (a *App) unloadIfIdle() {
 	if a.draining.Load() && a.inflight.Load() == 0 && a.unloaded.CompareAndSwap(false, true) {
-		a.rt.control(C.RV_IN_UNLOAD_APP, a.id, nil)
+		a.rt.control(wire.InUnloadApp, a.id, nil)
 		for _, d := range a.sendfileDirs {
 			d.root.Close()
 		}
@@ -136,7 +134,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st := a.rt.slots.acquire(a, r, hasBody, release)
+	st := a.rt.streams.acquire(a, r, hasBody, release)
 	if st == nil {
 		release()
 		if hasBody {
@@ -166,17 +164,17 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)
-		a.rt.slots.detach(st)
-		a.rt.slots.unref(st) // the VM never saw it
+		a.rt.streams.detach(st)
+		a.rt.streams.unref(st) // the VM never saw it
 		http.Error(w, "Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
 		return
 	}
-	submit(C.RV_IN_REQUEST, id, 0, a.id, head)
+	vm.Submit(wire.InRequest, id, 0, a.id, head)
 	*bufp = head[:0]
 	headPool.Put(bufp)
 	if t := a.opts.RequestTimeout; t > 0 {
 		// It runs until Ruby is done with the request, even if the client left.
-		st.setTimer(time.AfterFunc(t, func() { C.rv_interrupt_request(C.uint64_t(id), C.RV_INTR_TIMEOUT) }))
+		st.setTimer(time.AfterFunc(t, func() { vm.Interrupt(id, wire.IntrTimeout) }))
 	}
 
 	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath}
@@ -191,28 +189,28 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve writes what the VM sends until the response ends or the client
 // goes away.
 func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn *connInfo, release func()) {
-	var cancel C.uint32_t // the VM is told to give up: 0, or RV_F_ERROR / RV_F_MALFORMED
-	closeConn := false    // HTTP/1: end the connection after the response
+	var cancel uint32  // the VM is told to give up: 0, or RV_FLAG_ERROR / RV_FLAG_MALFORMED
+	closeConn := false // HTTP/1: end the connection after the response
 	defer func() {
 		if rs.pump != nil {
 			rs.pump.finish()
 		}
 		if cancel != 0 {
-			C.rv_cancel(C.uint64_t(id), cancel&C.RV_F_MALFORMED)
+			vm.Cancel(id, cancel&wire.FlagMalformed)
 		}
-		if cancel&C.RV_F_ERROR != 0 {
+		if cancel&wire.FlagError != 0 {
 			// Its client left: its place goes to the next request now, and
 			// what Ruby still unwinds counts against its connection.
 			release()
-			a.rt.slots.orphan(st, conn)
+			a.rt.streams.orphan(st, conn)
 		}
 		if rs.refused == http.StatusRequestTimeout {
 			a.rt.log().Warn("ruvoy: a request body arrived too slowly (the server's read_min_rate or read_idle_timeout): answered 408",
 				zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Int64("received", st.bodySent.Load()))
 		}
-		a.rt.slots.detach(st)
+		a.rt.streams.detach(st)
 		switch {
-		case rs.reset && cancel&C.RV_F_ERROR == 0:
+		case rs.reset && cancel&wire.FlagError == 0:
 			rs.cut() // a body cut short must look cut short
 		case closeConn:
 			rs.closeConnection()
@@ -238,13 +236,13 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 				}
 				continue
 			case <-client.gone:
-				cancel = C.RV_F_ERROR
+				cancel = wire.FlagError
 				return
 			case <-bodyFailed:
 				bodyFailed = nil
 				state := rs.pump.ended()
 				if state == bodyGone {
-					cancel = C.RV_F_ERROR
+					cancel = wire.FlagError
 					return
 				}
 				if rs.wroteHead {
@@ -253,21 +251,21 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 					rs.answer(statusForBody(state), true)
 					closeConn = r.ProtoMajor == 1
 				}
-				cancel = C.RV_F_MALFORMED
+				cancel = wire.FlagMalformed
 				return
 			}
 		}
 		if err := rs.write(m); err != nil {
-			cancel = C.RV_F_ERROR
+			cancel = wire.FlagError
 			if rs.wantDone {
-				submit(C.RV_IN_DONE, id, C.RV_F_ERROR, 0, nil)
+				vm.Submit(wire.InDone, id, wire.FlagError, 0, nil)
 			}
 			return
 		}
 		if rs.refused != 0 {
 			// The request body was at fault: 400 went out instead of the
 			// app's answer, and the app hears why.
-			cancel = C.RV_F_MALFORMED
+			cancel = wire.FlagMalformed
 			closeConn = r.ProtoMajor == 1
 			return
 		}
@@ -277,11 +275,11 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 		if rs.wroteHead {
 			n, err := rs.flush()
 			if err != nil {
-				cancel = C.RV_F_ERROR
+				cancel = wire.FlagError
 				return
 			}
 			if n > 0 {
-				submit(C.RV_IN_CREDIT, id, 0, uint64(n), nil)
+				vm.Submit(wire.InCredit, id, 0, uint64(n), nil)
 			}
 		}
 	}
@@ -297,13 +295,13 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 		closeConn = rs.pump.drain(lingerBytes, lingerTime) != bodyEOF
 	}
 	if rs.wantDone {
-		var flags C.uint32_t
+		var flags uint32
 		if rs.reset {
-			flags = C.RV_F_ERROR
+			flags = wire.FlagError
 		} else if _, err := rs.flush(); err != nil {
-			flags = C.RV_F_ERROR
+			flags = wire.FlagError
 		}
-		submit(C.RV_IN_DONE, id, flags, 0, nil)
+		vm.Submit(wire.InDone, id, flags, 0, nil)
 	}
 }
 

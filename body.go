@@ -1,10 +1,5 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"errors"
 	"io"
@@ -15,6 +10,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
 // bodyPump streams a request body to the VM as the app reads it: it keeps
@@ -119,13 +117,13 @@ func (p *bodyPump) run() {
 		if n > 0 {
 			sent += int64(n)
 			if p.max > 0 && sent > p.max {
-				submit(C.RV_IN_BODY_END, p.id, C.RV_F_TOO_LARGE, 0, nil)
+				vm.Submit(wire.InBodyEnd, p.id, wire.FlagTooLarge, 0, nil)
 				p.set(bodyTooLarge)
 				return
 			}
 			p.budget.take(int64(n))
 			p.st.bodySent.Add(int64(n))
-			submit(C.RV_IN_BODY, p.id, 0, 0, buf[:n])
+			vm.Submit(wire.InBody, p.id, 0, 0, buf[:n])
 		}
 		if err != nil && p.end(err) {
 			return
@@ -140,19 +138,19 @@ func (p *bodyPump) end(err error) bool {
 		return false
 	}
 	if err == io.EOF {
-		submit(C.RV_IN_BODY_END, p.id, 0, 0, nil)
+		vm.Submit(wire.InBodyEnd, p.id, 0, 0, nil)
 		p.set(bodyEOF)
 		return true
 	}
 	select {
 	case <-p.stop: // the handler cut the read short
-		submit(C.RV_IN_BODY_END, p.id, C.RV_F_ERROR, 0, nil)
+		vm.Submit(wire.InBodyEnd, p.id, wire.FlagError, 0, nil)
 		p.set(bodyStopped)
 		return true
 	default:
 	}
 	state, flags := classifyBodyError(err)
-	submit(C.RV_IN_BODY_END, p.id, flags, 0, nil)
+	vm.Submit(wire.InBodyEnd, p.id, flags, 0, nil)
 	p.set(state)
 	if state != bodyTooLarge {
 		close(p.failed)
@@ -187,17 +185,17 @@ func (p *bodyPump) drain(limit int64, wait time.Duration) int32 {
 // limit, or else the client sent something that is not a valid body
 // (chunked framing Go refused, or fewer bytes than Content-Length before
 // its FIN).
-func classifyBodyError(err error) (int32, C.uint32_t) {
+func classifyBodyError(err error) (int32, uint32) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return bodyTooLarge, C.RV_F_TOO_LARGE
+		return bodyTooLarge, wire.FlagTooLarge
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return bodyTimeout, C.RV_F_ERROR
+		return bodyTimeout, wire.FlagError
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed):
-		return bodyGone, C.RV_F_ERROR
+		return bodyGone, wire.FlagError
 	}
-	return bodyMalformed, C.RV_F_MALFORMED
+	return bodyMalformed, wire.FlagMalformed
 }
 
 // settle waits until the pump has ended or waits for the app (its window

@@ -1,28 +1,24 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
-	"encoding/binary"
 	"os"
 	"strings"
-	"unsafe"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
 
-// dispatch is the one goroutine that takes the VM's messages: it drains the
-// VM's outbox whole, hands each message to its request's stream, and sleeps
-// on the outbox eventfd (in Go's netpoller, holding no thread) only when the
-// outbox is empty, so a busy VM costs no syscall per message.
+// dispatch is the one goroutine that takes the VM's messages: it drains
+// Go's inbox whole, hands each message to its request's stream, and sleeps
+// on the inbox's eventfd (in Go's netpoller, holding no thread) only when
+// the inbox is empty, so a busy VM costs no syscall per message.
 func (rt *Runtime) dispatch() {
-	wake := os.NewFile(uintptr(C.rv_out_fd()), "ruvoy-outbox")
+	wake := os.NewFile(uintptr(vm.InboxFD()), "ruvoy-go-inbox")
 	var buf [8]byte
 	for {
-		m := C.rv_out_poll()
+		m := vm.Poll()
 		if m == nil {
 			if _, err := wake.Read(buf[:]); err != nil {
 				rt.log().Error("ruvoy: reading the VM's wakeup descriptor failed", zap.Error(err))
@@ -30,45 +26,45 @@ func (rt *Runtime) dispatch() {
 			continue
 		}
 		for m != nil {
-			next := m.next
+			next := m.Next()
 			rt.route(m)
 			m = next
 		}
 	}
 }
 
-func (rt *Runtime) route(m *C.rv_msg) {
+func (rt *Runtime) route(m *vm.Msg) {
 	defer func() {
 		if p := recover(); p != nil {
 			rt.log().Error("ruvoy: panic while routing a VM message", zap.Any("panic", p))
 		}
 	}()
-	switch m.kind {
-	case C.RV_OUT_LOG:
+	switch m.Kind() {
+	case wire.OutLog:
 		rt.logFromVM(m)
-		freeMsg(m)
-	case C.RV_OUT_REPLY:
-		rt.replies <- reply{result: uint64(m.aux), text: string(payload(m))}
-		freeMsg(m)
-	case C.RV_OUT_UPSTREAM:
-		rt.slots.startUpstream(m)
-	case C.RV_OUT_UPSTREAM_CANCEL:
-		rt.slots.cancelUpstream(m)
+		m.Free()
+	case wire.OutReply:
+		rt.replies <- reply{result: uint64(m.Aux()), text: string(m.Payload())}
+		m.Free()
+	case wire.OutUpstream:
+		rt.streams.startUpstream(m)
+	case wire.OutUpstreamCancel:
+		rt.streams.cancelUpstream(m)
 	default:
-		rt.slots.deliver(m)
+		rt.streams.deliver(m)
 	}
 }
 
 // logFromVM writes a log entry the VM thread made: a message, then
 // name/value pairs; a backtrace becomes a list of lines.
-func (rt *Runtime) logFromVM(m *C.rv_msg) {
-	parts := splitStrings(payload(m))
+func (rt *Runtime) logFromVM(m *vm.Msg) {
+	parts := wire.ReadStrings(m.Payload())
 	if len(parts) == 0 {
 		return
 	}
 	fields := make([]zap.Field, 0, len(parts)/2+2)
-	if m.stream != 0 {
-		if method, path, ok := rt.slots.describe(uint64(m.stream)); ok {
+	if m.Stream() != 0 {
+		if method, path, ok := rt.streams.describe(uint64(m.Stream())); ok {
 			fields = append(fields, zap.String("method", method), zap.String("path", path))
 		}
 	}
@@ -79,39 +75,14 @@ func (rt *Runtime) logFromVM(m *C.rv_msg) {
 			fields = append(fields, zap.String(parts[i], parts[i+1]))
 		}
 	}
-	switch m.flags {
-	case C.RV_LOG_DEBUG:
+	switch m.Flags() {
+	case wire.LogDebug:
 		rt.log().Debug(parts[0], fields...)
-	case C.RV_LOG_INFO:
+	case wire.LogInfo:
 		rt.log().Info(parts[0], fields...)
-	case C.RV_LOG_WARN:
+	case wire.LogWarn:
 		rt.log().Warn(parts[0], fields...)
 	default:
 		rt.log().Error(parts[0], fields...)
 	}
-}
-
-// payload views a message's bytes; valid until the message is freed.
-func payload(m *C.rv_msg) []byte {
-	if m.len == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(m), C.RV_MSG_DATA)), int(m.len))
-}
-
-func freeMsg(m *C.rv_msg) { C.rv_msg_free(m) }
-
-// splitStrings decodes u32-length-prefixed strings.
-func splitStrings(b []byte) []string {
-	var out []string
-	for len(b) >= 4 {
-		n := int(binary.NativeEndian.Uint32(b))
-		b = b[4:]
-		if n > len(b) {
-			break
-		}
-		out = append(out, string(b[:n]))
-		b = b[n:]
-	}
-	return out
 }

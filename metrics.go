@@ -1,12 +1,9 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,29 +26,28 @@ type VMStats struct {
 
 // Stats reads the VM's figures without stopping it.
 func (rt *Runtime) Stats() VMStats {
-	var s C.rv_vm_stats
-	C.rv_read_stats(&s)
+	s := vm.ReadStats()
 	v := VMStats{
-		Busy:           time.Duration(s.busy_ns),
-		LoopLag:        time.Duration(s.lag_ns),
-		RunningStream:  uint64(s.running_stream),
-		Requests:       int(s.requests),
-		Fibers:         int(s.fibers),
-		ResponseBytes:  int64(s.response_bytes),
-		GCCount:        uint64(s.gc_count),
-		GCTime:         time.Duration(s.gc_time_ns),
-		HeapLiveSlots:  uint64(s.heap_live_slots),
-		OffloadBusy:    int(int64(s.offload_busy)),
-		OffloadWaiting: int(int64(s.offload_waiting)),
+		Busy:           time.Duration(s.BusyNS),
+		LoopLag:        time.Duration(s.LagNS),
+		RunningStream:  s.RunningStream,
+		Requests:       int(s.Requests),
+		Fibers:         int(s.Fibers),
+		ResponseBytes:  int64(s.ResponseBytes),
+		GCCount:        s.GCCount,
+		GCTime:         time.Duration(s.GCTimeNS),
+		HeapLiveSlots:  s.HeapLiveSlots,
+		OffloadBusy:    int(int64(s.OffloadBusy)),
+		OffloadWaiting: int(int64(s.OffloadWaiting)),
 	}
-	now := uint64(C.rv_monotonic_ns())
-	if since := uint64(s.running_since); since != 0 && now > since {
+	now := vm.Now()
+	if since := s.RunningSince; since != 0 && now > since {
 		v.RunningFor = time.Duration(now - since)
 	}
 	// While Ruby code holds the thread the loop neither ticks nor sleeps:
 	// the figures it would have made are made here, so that the gauges
 	// show the hold as it happens.
-	if since := uint64(s.awake_since); since != 0 && now > since {
+	if since := s.AwakeSince; since != 0 && now > since {
 		v.Busy += time.Duration(now - since)
 	}
 	v.LoopLag = max(v.LoopLag, v.RunningFor)
@@ -79,7 +75,7 @@ var (
 		{desc("requests_admitted_total", "Requests admitted to Ruby."), prometheus.CounterValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.admitted.Load()) }},
 		{desc("requests_in_flight", "Requests holding a place in Ruby (their client may have left)."), prometheus.GaugeValue,
-			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.slots.inUse()) }},
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.streams.inUse()) }},
 		{desc("requests_orphaned", "Requests whose client left (reset, closed) while Ruby still unwinds them; they hold no place."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.orphans.Load()) }},
 		{desc("requests_queued", "Requests waiting for a place (queue timeout)."), prometheus.GaugeValue,

@@ -1,13 +1,10 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"runtime/debug"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
 )
 
 // idleRelease is how long ruvoy must see no request before it gives memory
@@ -28,12 +25,12 @@ func (rt *Runtime) releaseWhenIdle() {
 		time.Sleep(idleRelease / 2)
 		c := &rt.counters
 		seen := c.admitted.Load() + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
-		if seen != last || rt.slots.inUse() > 0 {
+		if seen != last || rt.streams.inUse() > 0 {
 			last, released, idleSince = seen, false, time.Now()
 			continue
 		}
 		if !released && time.Since(idleSince) >= idleRelease {
-			C.rv_release_memory()
+			vm.ReleaseMemory()
 			debug.FreeOSMemory()
 			released = true
 		}

@@ -1,32 +1,13 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
-	"encoding/binary"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/ruvoy/ruvoy/internal/wire"
 )
-
-// headerCodes maps a canonical request header name to its code in the VM's
-// table of ready-made env keys (rv_env.c); others travel as CGI names.
-var headerCodes = func() map[string]uint16 {
-	codes := map[string]uint16{}
-	for i := 1; ; i++ {
-		name := C.rv_header_name(C.int(i))
-		if name == nil {
-			return codes
-		}
-		codes[C.GoString(name)] = uint16(i)
-	}
-}()
-
-const absent = 0xffffffff
 
 // forwardedHeaders are what proxies add about the client; from anyone but
 // a trusted proxy they are dropped, so the app cannot be told lies.
@@ -36,65 +17,64 @@ var forwardedHeaders = map[string]bool{
 	"Front-End-Https": true,
 }
 
-// encodeHead appends the RV_IN_REQUEST payload for r (layout: rv_env.c).
-// trusted says r came from a trusted proxy (see AppOptions.Trusted).
+// encodeHead appends the wire.InRequest payload for r (a request head,
+// internal/vm/wire.h). trusted says r came from a trusted proxy (see
+// AppOptions.Trusted).
 func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body bool, window uint32, context []byte) ([]byte, bool) {
 	if trusted && !tls {
 		tls = strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	}
-	var flags byte
+	var flags uint8
 	if tls {
-		flags |= C.RV_REQ_TLS
+		flags |= wire.ReqTLS
 	}
 	if body {
-		flags |= C.RV_REQ_BODY
+		flags |= wire.ReqBody
 	}
 	if r.Method == http.MethodHead {
-		flags |= C.RV_REQ_HEAD
+		flags |= wire.ReqHead
 	}
 	asterisk := r.RequestURI == "*"
 	if asterisk {
-		flags |= C.RV_REQ_ASTERISK
+		flags |= wire.ReqAsterisk
 	}
-	b = append(b, flags, 0, 0, 0)
-	b = binary.NativeEndian.AppendUint32(b, window)
-	b = putString(b, r.Method)
+	b = wire.AppendRequestStart(b, flags, window)
+	// The fields, in wire.Field* order.
+	b = wire.AppendString(b, r.Method)
 	if asterisk {
-		b = putString(b, "")
+		b = wire.AppendString(b, "")
 	} else {
-		b = putString(b, r.URL.EscapedPath())
+		b = wire.AppendString(b, r.URL.EscapedPath())
 	}
-	b = putString(b, r.URL.RawQuery)
+	b = wire.AppendString(b, r.URL.RawQuery)
 	uri := r.RequestURI
 	if uri == "" {
 		uri = r.URL.RequestURI()
 	}
-	b = putString(b, uri)
+	b = wire.AppendString(b, uri)
 	name, port := serverAuthority(r, tls)
-	b = putString(b, name)
-	b = putString(b, port)
-	b = putString(b, r.Proto)
-	b = putString(b, remoteAddr)
+	b = wire.AppendString(b, name)
+	b = wire.AppendString(b, port)
+	b = wire.AppendString(b, r.Proto)
+	b = wire.AppendString(b, remoteAddr)
 	if r.ContentLength > 0 || (r.ContentLength == 0 && len(r.Header["Content-Length"]) > 0) {
-		b = binary.NativeEndian.AppendUint32(b, uint32(len(strconv.FormatInt(r.ContentLength, 10))))
-		b = strconv.AppendInt(b, r.ContentLength, 10)
+		var n [20]byte
+		b = wire.AppendString(b, strconv.AppendInt(n[:0], r.ContentLength, 10))
 	} else {
-		b = binary.NativeEndian.AppendUint32(b, absent)
+		b = wire.AppendAbsent(b)
 	}
 	if ct := r.Header["Content-Type"]; len(ct) > 0 {
-		b = putString(b, ct[0])
+		b = wire.AppendString(b, ct[0])
 	} else {
-		b = binary.NativeEndian.AppendUint32(b, absent)
+		b = wire.AppendAbsent(b)
 	}
 	if context != nil {
-		b = binary.NativeEndian.AppendUint32(b, uint32(len(context)))
-		b = append(b, context...)
+		b = wire.AppendString(b, context)
 	} else {
-		b = binary.NativeEndian.AppendUint32(b, absent)
+		b = wire.AppendAbsent(b)
 	}
 
-	countAt := len(b)
-	b = append(b, 0, 0)
+	b, countAt := wire.AppendHeaderCount(b)
 	count := 0
 	if r.Host != "" {
 		b, count = putHeader(b, count, "Host", []string{r.Host})
@@ -109,16 +89,7 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body
 		}
 		b, count = putHeader(b, count, name, values)
 	}
-	if count > 0xffff {
-		return b, false
-	}
-	binary.NativeEndian.PutUint16(b[countAt:], uint16(count))
-	return b, true
-}
-
-func putString(b []byte, s string) []byte {
-	b = binary.NativeEndian.AppendUint32(b, uint32(len(s)))
-	return append(b, s...)
+	return b, wire.PutHeaderCount(b, countAt, count)
 }
 
 // putHeader appends one env entry: repeated values joined with ", ", or
@@ -127,39 +98,11 @@ func putHeader(b []byte, count int, name string, values []string) ([]byte, int) 
 	if len(values) == 0 {
 		return b, count
 	}
-	if code, ok := headerCodes[name]; ok {
-		b = binary.NativeEndian.AppendUint16(b, code)
-	} else {
-		b = binary.NativeEndian.AppendUint16(b, 0)
-		b = binary.NativeEndian.AppendUint16(b, uint16(len("HTTP_")+len(name)))
-		b = append(b, "HTTP_"...)
-		for i := 0; i < len(name); i++ {
-			c := name[i]
-			switch {
-			case c == '-':
-				c = '_'
-			case c >= 'a' && c <= 'z':
-				c -= 'a' - 'A'
-			}
-			b = append(b, c)
-		}
-	}
 	sep := ", "
 	if name == "Cookie" {
 		sep = "; "
 	}
-	n := len(sep) * (len(values) - 1)
-	for _, v := range values {
-		n += len(v)
-	}
-	b = binary.NativeEndian.AppendUint32(b, uint32(n))
-	for i, v := range values {
-		if i > 0 {
-			b = append(b, sep...)
-		}
-		b = append(b, v...)
-	}
-	return b, count + 1
+	return wire.AppendHeader(b, name, values, sep), count + 1
 }
 
 // serverAuthority is SERVER_NAME and SERVER_PORT: from the Host header (or

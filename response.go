@@ -1,23 +1,16 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
 	"net/textproto"
 	"os"
 	"strconv"
-)
 
-// headerFixedLen is the fixed start of a HEAD or FILE payload (rv_response.c):
-// i64 content length, i32 file descriptor, u16 header count.
-const headerFixedLen = 14
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
+)
 
 // responder writes one request's response messages to its ResponseWriter.
 //
@@ -50,16 +43,16 @@ var errClientGone = errors.New("ruvoy: writing to the client failed")
 
 // write handles a batch of messages and frees them. It reports
 // errClientGone when a write failed.
-func (rs *responder) write(m *C.rv_msg) error {
+func (rs *responder) write(m *vm.Msg) error {
 	rs.complete = false
-	for c := m; c != nil; c = c.next {
-		if c.flags&C.RV_F_END != 0 {
+	for c := m; c != nil; c = c.Next() {
+		if c.Flags()&wire.FlagEnd != 0 {
 			rs.complete = true
 		}
 	}
 	var err error
 	for m != nil {
-		next := m.next
+		next := m.Next()
 		if err == nil && !rs.ended {
 			err = rs.handle(m)
 		} else {
@@ -67,7 +60,7 @@ func (rs *responder) write(m *C.rv_msg) error {
 			m = next
 			continue
 		}
-		freeMsg(m)
+		m.Free()
 		m = next
 	}
 	if err == nil && rs.pending {
@@ -76,14 +69,14 @@ func (rs *responder) write(m *C.rv_msg) error {
 	return err
 }
 
-func (rs *responder) handle(m *C.rv_msg) error {
-	p := payload(m)
-	if m.flags&C.RV_F_WANT_DONE != 0 {
+func (rs *responder) handle(m *vm.Msg) error {
+	p := m.Payload()
+	if m.Flags()&wire.FlagWantDone != 0 {
 		rs.wantDone = true
 	}
-	switch m.kind {
-	case C.RV_OUT_HEAD:
-		body, ok := rs.setHead(p, int(m.aux))
+	switch m.Kind() {
+	case wire.OutHead:
+		body, ok := rs.setHead(p, int(m.Aux()))
 		if !ok {
 			return nil
 		}
@@ -95,15 +88,15 @@ func (rs *responder) handle(m *C.rv_msg) error {
 		} else if err := rs.writeBody(body); err != nil {
 			return err
 		}
-	case C.RV_OUT_FILE:
-		if err := rs.writeFile(p, int(m.aux)); err != nil {
+	case wire.OutFile:
+		if err := rs.writeFile(p, int(m.Aux())); err != nil {
 			return err
 		}
-	case C.RV_OUT_DATA:
+	case wire.OutData:
 		if err := rs.writeBody(p); err != nil {
 			return err
 		}
-	case C.RV_OUT_RESET:
+	case wire.OutReset:
 		if rs.pending || !rs.wroteHead {
 			// Nothing went to the client yet: a clean 500 instead of a
 			// connection closed with nothing sent.
@@ -113,7 +106,7 @@ func (rs *responder) handle(m *C.rv_msg) error {
 			rs.reset = true
 		}
 	}
-	if m.flags&C.RV_F_END != 0 {
+	if m.Flags()&wire.FlagEnd != 0 {
 		rs.ended = true
 	}
 	return nil
@@ -122,26 +115,19 @@ func (rs *responder) handle(m *C.rv_msg) error {
 // setHead sets the app's headers and status, to be written by commit; it
 // returns the body bytes that follow them in the payload.
 func (rs *responder) setHead(p []byte, status int) ([]byte, bool) {
-	if len(p) < headerFixedLen || rs.wroteHead || rs.pending {
+	length, _, count, p, ok := wire.ResponseStart(p)
+	if !ok || rs.wroteHead || rs.pending {
 		return nil, false
 	}
-	length := int64(binary.NativeEndian.Uint64(p[0:8]))
-	count := int(binary.NativeEndian.Uint16(p[12:14]))
-	p = p[headerFixedLen:]
 	h := rs.w.Header()
-	for i := 0; i < count && len(p) >= 2; i++ {
-		nlen := int(binary.NativeEndian.Uint16(p))
-		if len(p) < 2+nlen+4 {
+	for i := 0; i < count; i++ {
+		name, value, rest, ok := wire.ResponseHeader(p)
+		if !ok {
 			break
 		}
-		name := canonicalHeader(p[2 : 2+nlen])
-		p = p[2+nlen:]
-		vlen := int(binary.NativeEndian.Uint32(p))
-		if len(p) < 4+vlen {
-			break
-		}
-		h[name] = append(h[name], string(p[4:4+vlen]))
-		p = p[4+vlen:]
+		key := canonicalHeader(name)
+		h[key] = append(h[key], string(value))
+		p = rest
 	}
 	if length >= 0 {
 		h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
@@ -234,13 +220,12 @@ func (rs *responder) writeBody(p []byte) error {
 
 // writeFile sends a file body: the VM opened it, Go owns the descriptor now.
 func (rs *responder) writeFile(p []byte, status int) error {
-	fd := headFD(p)
-	if fd < 0 {
+	length, fd, _, _, ok := wire.ResponseStart(p)
+	if !ok || fd < 0 {
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), "response-body")
 	defer f.Close()
-	length := int64(binary.NativeEndian.Uint64(p[0:8]))
 	if _, ok := rs.setHead(p, status); !ok {
 		return rs.err
 	}

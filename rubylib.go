@@ -1,9 +1,6 @@
 package ruvoy
 
-import (
-	"embed"
-	"strings"
-)
+import "embed"
 
 // The Ruby half of the runtime, evaluated in the VM at boot, in this order.
 //
@@ -16,18 +13,15 @@ var rubyLoadOrder = []string{
 	"rails_support.rb", "rack_timeout.rb",
 }
 
-// rubyLibrary packs the files as "name\0source\0" records for rv_start.
-func rubyLibrary() string {
-	var b strings.Builder
+// rubyLibrary lists the files as name, source, name, source...
+func rubyLibrary() []string {
+	var lib []string
 	for _, name := range rubyLoadOrder {
 		src, err := rubyFiles.ReadFile("lib/ruvoy/" + name)
 		if err != nil {
 			panic(err) // the embed pattern above guarantees the files
 		}
-		b.WriteString("<ruvoy>/" + name)
-		b.WriteByte(0)
-		b.Write(src)
-		b.WriteByte(0)
+		lib = append(lib, "<ruvoy>/"+name, string(src))
 	}
-	return b.String()
+	return lib
 }

@@ -4,20 +4,15 @@
 // loaded rackup, an http.Handler.
 package ruvoy
 
-/*
-#include <stdlib.h>
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
@@ -36,13 +31,13 @@ type Options struct {
 
 const (
 	defaultResponseWindow = 256 << 10
-	maxStreams            = 1 << 16 // slots: every request in Ruby has one
+	maxStreams            = 1 << 16 // the stream table's size: every request in Ruby has a stream
 )
 
 // Runtime is the process's Ruby VM.
 type Runtime struct {
 	logger    atomic.Pointer[zap.Logger]
-	slots     *slots
+	streams   *streams
 	controlMu sync.Mutex // one control exchange (load, unload) at a time
 	replies   chan reply
 	stopOnce  sync.Once
@@ -74,13 +69,13 @@ func Current() *Runtime {
 func (rt *Runtime) Serving() bool { return rt.apps.Load() > 0 }
 
 // RubyVersion is the version of the libruby this binary runs.
-func RubyVersion() string { return C.GoString(C.rv_ruby_version()) }
+func RubyVersion() string { return vm.RubyVersion() }
 
 // RubyPlatform is the platform the libruby loaded was built for.
-func RubyPlatform() string { return C.GoString(C.rv_ruby_platform()) }
+func RubyPlatform() string { return vm.RubyPlatform() }
 
 // BuiltABI is the Ruby ABI this binary was compiled for: "3.1.0 x86_64-linux-gnu".
-func BuiltABI() string { return C.GoString(C.rv_built_abi()) }
+func BuiltABI() string { return vm.BuiltABI() }
 
 // Start boots the VM once per process and returns it.
 func Start(o Options) (*Runtime, error) {
@@ -98,30 +93,18 @@ func Start(o Options) (*Runtime, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	rt := &Runtime{slots: newSlots(maxStreams), replies: make(chan reply, 1)}
+	rt := &Runtime{streams: newStreams(maxStreams), replies: make(chan reply, 1)}
 	rt.logger.Store(o.Logger)
 
-	lib := rubyLibrary()
-	program := C.CString(o.Program)
-	defer C.free(unsafe.Pointer(program))
-	argv := C.CString(strings.Join(o.Args, "\x00") + "\x00")
-	defer C.free(unsafe.Pointer(argv))
-	clib := C.CString(lib)
-	defer C.free(unsafe.Pointer(clib))
-	cfg := C.rv_config{
-		program:     program,
-		argv:        argv,
-		argc:        C.int(len(o.Args)),
-		rubylib:     clib,
-		rubylib_len: C.size_t(len(lib)),
-		max_streams: C.uint32_t(maxStreams),
-		window:      C.uint64_t(o.ResponseWindow),
-	}
-	var cerr *C.char
-	if C.rv_start(&cfg, &cerr) != 0 {
-		msg := C.GoString(cerr)
-		C.free(unsafe.Pointer(cerr))
-		return nil, errors.New(msg)
+	err := vm.Start(vm.Config{
+		Program:    o.Program,
+		Args:       o.Args,
+		RubyLib:    rubyLibrary(),
+		MaxStreams: maxStreams,
+		Window:     uint64(o.ResponseWindow),
+	})
+	if err != nil {
+		return nil, err
 	}
 	rt.stallWarn.Store(int64(DefaultStallWarn))
 	go rt.dispatch()
@@ -142,10 +125,10 @@ func (rt *Runtime) SetLogger(l *zap.Logger) {
 func (rt *Runtime) log() *zap.Logger { return rt.logger.Load() }
 
 // control sends a control message and waits for the VM's reply.
-func (rt *Runtime) control(kind C.uint32_t, aux uint64, payload []byte) reply {
+func (rt *Runtime) control(kind uint32, aux uint64, payload []byte) reply {
 	rt.controlMu.Lock()
 	defer rt.controlMu.Unlock()
-	submit(kind, 0, 0, aux, payload)
+	vm.Submit(kind, 0, 0, aux, payload)
 	return <-rt.replies
 }
 
@@ -160,8 +143,8 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 	if err != nil {
 		return nil, fmt.Errorf("ruvoy: a sendfile directory: %w", err)
 	}
-	payload := append(append(append(append([]byte(rackup), 0), environment...), 0), clusters...)
-	r := rt.control(C.RV_IN_LOAD_APP, 0, payload)
+	payload := wire.AppendLoadApp(nil, rackup, environment, clusters)
+	r := rt.control(wire.InLoadApp, 0, payload)
 	if r.result == 0 {
 		return nil, &BootError{Rackup: rackup, Message: r.text}
 	}
@@ -209,14 +192,14 @@ func (rt *Runtime) shutdown() int {
 	if n := rt.Stats().Requests; n > 0 {
 		code = ExitCutShort
 		rt.log().Warn("ruvoy: requests still running after the grace period: raising Ruvoy::Shutdown in them", zap.Int("requests", n))
-		C.rv_interrupt_request(0, C.RV_INTR_SHUTDOWN)
+		vm.Interrupt(0, wire.IntrShutdown)
 		for deadline := time.Now().Add(unwindWait); rt.Stats().Requests > 0 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	submit(C.RV_IN_STOP, 0, 0, 0, nil)
+	vm.Submit(wire.InStop, 0, 0, 0, nil)
 	joined := make(chan int, 1)
-	go func() { joined <- int(C.rv_join()) }()
+	go func() { joined <- vm.Join() }()
 	select {
 	case status := <-joined:
 		if status != 0 {
@@ -227,18 +210,9 @@ func (rt *Runtime) shutdown() int {
 	}
 	s := rt.Stats()
 	fields := []zap.Field{zap.Duration("held", s.RunningFor.Round(time.Millisecond))}
-	if method, path, ok := rt.slots.describe(s.RunningStream); ok {
+	if method, path, ok := rt.streams.describe(s.RunningStream); ok {
 		fields = append(fields, zap.String("method", method), zap.String("path", path))
 	}
 	rt.log().Error("ruvoy: the VM thread did not stop: exiting without the app's at_exit hooks", fields...)
 	return ExitVMHeld
-}
-
-// submit copies payload into a message for the VM thread.
-func submit(kind C.uint32_t, stream uint64, flags C.uint32_t, aux uint64, payload []byte) {
-	var p unsafe.Pointer
-	if len(payload) > 0 {
-		p = unsafe.Pointer(&payload[0])
-	}
-	C.rv_submit(kind, C.uint64_t(stream), flags, C.uint64_t(aux), p, C.size_t(len(payload)))
 }

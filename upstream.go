@@ -1,16 +1,13 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
@@ -117,72 +114,19 @@ func (a *App) reply(id, call uint64, res *UpstreamResponse, err error) {
 		if !errors.As(err, &ue) {
 			ue = &UpstreamError{err.Error()}
 		}
-		submit(C.RV_IN_UPSTREAM_REPLY, id, C.RV_F_FAILED, call, []byte(ue.Msg))
+		vm.Submit(wire.InUpstreamReply, id, wire.FlagFailed, call, []byte(ue.Msg))
 		return
 	}
-	b := make([]byte, 0, 256+len(res.Body))
-	b = binary.NativeEndian.AppendUint16(b, uint16(res.Status))
-	countAt := len(b)
-	b = append(b, 0, 0)
-	n := 0
-	for name, values := range res.Header {
-		for _, v := range values {
-			if n == 0xffff {
-				break
-			}
-			b = putString(b, name)
-			b = putString(b, v)
-			n++
-		}
-	}
-	binary.NativeEndian.PutUint16(b[countAt:], uint16(n))
-	b = append(b, res.Body...)
-	submit(C.RV_IN_UPSTREAM_REPLY, id, 0, call, b)
+	b := wire.AppendUpstreamReply(make([]byte, 0, 256+len(res.Body)), res.Status, res.Header, res.Body)
+	vm.Submit(wire.InUpstreamReply, id, 0, call, b)
 }
 
-// decodeCall reads an RV_OUT_UPSTREAM payload (rv_upstream.c).
+// decodeCall reads a wire.OutUpstream payload.
 func decodeCall(p []byte) (*UpstreamCall, time.Duration, bool) {
-	if len(p) < 4 {
+	c, ok := wire.ReadUpstreamCall(p)
+	if !ok {
 		return nil, 0, false
 	}
-	timeout := time.Duration(binary.NativeEndian.Uint32(p)) * time.Millisecond
-	p = p[4:]
-	var fields [3]string
-	for i := range fields {
-		s, rest, ok := takeString(p)
-		if !ok {
-			return nil, 0, false
-		}
-		fields[i], p = s, rest
-	}
-	if len(p) < 2 {
-		return nil, 0, false
-	}
-	count := int(binary.NativeEndian.Uint16(p))
-	p = p[2:]
-	h := http.Header{}
-	for i := 0; i < count; i++ {
-		name, rest, ok := takeString(p)
-		if !ok {
-			return nil, 0, false
-		}
-		value, rest, ok := takeString(rest)
-		if !ok {
-			return nil, 0, false
-		}
-		h.Add(name, value)
-		p = rest
-	}
-	return &UpstreamCall{Cluster: fields[0], Method: fields[1], Path: fields[2], Header: h, Body: p}, timeout, true
-}
-
-func takeString(p []byte) (string, []byte, bool) {
-	if len(p) < 4 {
-		return "", nil, false
-	}
-	n := int(binary.NativeEndian.Uint32(p))
-	if len(p) < 4+n {
-		return "", nil, false
-	}
-	return string(p[4 : 4+n]), p[4+n:], true
+	return &UpstreamCall{Cluster: c.Cluster, Method: c.Method, Path: c.Path, Header: c.Header, Body: c.Body},
+		time.Duration(c.TimeoutMS) * time.Millisecond, true
 }

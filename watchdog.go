@@ -1,13 +1,10 @@
 package ruvoy
 
-/*
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"os"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
 
 	"go.uber.org/zap"
 )
@@ -41,18 +38,17 @@ func (rt *Runtime) watch() {
 			}
 		}
 		time.Sleep(max(tick, 10*time.Millisecond))
-		var s C.rv_vm_stats
-		C.rv_read_stats(&s)
-		since := uint64(s.running_since)
+		s := vm.ReadStats()
+		since := s.RunningSince
 		if since == 0 {
 			continue
 		}
-		now := uint64(C.rv_monotonic_ns())
+		now := vm.Now()
 		held := time.Duration(now - since)
 		if warn > 0 && since != reported && now > since && held > warn {
 			reported = since
 			rt.counters.stalls.Add(1)
-			C.rv_stall_check(C.uint64_t(since))
+			vm.StallCheck(since)
 		}
 		if hold > 0 && now > since && held > hold {
 			rt.exitHeld(since, held)
@@ -63,11 +59,11 @@ func (rt *Runtime) watch() {
 // exitHeld ends the process whose VM thread Ruby code has held past the
 // hold limit, once the backtrace had a chance to be logged.
 func (rt *Runtime) exitHeld(since uint64, held time.Duration) {
-	C.rv_stall_check(C.uint64_t(since)) // the backtrace, if Ruby reaches a safe point
+	vm.StallCheck(since) // the backtrace, if Ruby reaches a safe point
 	time.Sleep(time.Second)
 	s := rt.Stats()
 	fields := []zap.Field{zap.Duration("held", held.Round(time.Millisecond))}
-	if method, path, ok := rt.slots.describe(s.RunningStream); ok {
+	if method, path, ok := rt.streams.describe(s.RunningStream); ok {
 		fields = append(fields, zap.String("method", method), zap.String("path", path))
 	}
 	rt.log().Error("ruvoy: Ruby code has held the VM thread past the hold limit: exiting so that a fresh process can serve", fields...)

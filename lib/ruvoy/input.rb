@@ -9,7 +9,7 @@ module Ruvoy
   # MEMORY_LIMIT, then in an unlinked temporary file, released when the
   # request ends.
   class Input
-    MEMORY_LIMIT = 128 * 1024
+    MEMORY_LIMIT = REWIND_IN_MEMORY # the server counts it: internal/vm/wire.h
 
     def initialize(id)
       @id = id

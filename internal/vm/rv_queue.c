@@ -15,6 +15,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+rv_inbox rv_to_vm, rv_to_go;
+
 int rv_inbox_init(rv_inbox *q)
 {
     atomic_store(&q->head, NULL);

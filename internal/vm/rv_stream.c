@@ -25,7 +25,7 @@ rv_stream *rv_stream_find(uint64_t id)
  * dropped here; the final message always goes, it frees Go's slot. */
 void rv_stream_push(rv_stream *s, rv_msg *m)
 {
-    if (s->cancelled && !(m->flags & RV_F_FINAL) && m->kind != RV_OUT_LOG) {
+    if (s->cancelled && !(m->flags & RV_FLAG_FINAL) && m->kind != RV_OUT_LOG) {
         rv_msg_free(m);
         return;
     }
@@ -71,9 +71,9 @@ void rv_stream_deliver(rv_msg *m)
         wake(s, s->input_waiter);
         return; /* the chunk is kept until the app reads it */
     case RV_IN_BODY_END:
-        s->in_state = m->flags & RV_F_TOO_LARGE ? RV_BODY_TOO_LARGE
-                      : m->flags & RV_F_MALFORMED ? RV_BODY_MALFORMED
-                      : m->flags & RV_F_ERROR   ? RV_BODY_FAILED
+        s->in_state = m->flags & RV_FLAG_TOO_LARGE ? RV_BODY_TOO_LARGE
+                      : m->flags & RV_FLAG_MALFORMED ? RV_BODY_MALFORMED
+                      : m->flags & RV_FLAG_ERROR   ? RV_BODY_FAILED
                                                 : RV_BODY_EOF;
         wake(s, s->input_waiter);
         break;
@@ -87,14 +87,14 @@ void rv_stream_deliver(rv_msg *m)
     }
     case RV_IN_DONE:
         s->done = 1;
-        s->done_error = (m->flags & RV_F_ERROR) != 0;
+        s->done_error = (m->flags & RV_FLAG_ERROR) != 0;
         wake(s, s->done_waiter);
         break;
     case RV_IN_CANCEL: {
         if (s->cancelled)
             break;
         /* Go answered 400 for a malformed body itself: the app hears why. */
-        int malformed = (m->flags & RV_F_MALFORMED) != 0;
+        int malformed = (m->flags & RV_FLAG_MALFORMED) != 0;
         s->cancelled = malformed ? RV_CANCEL_MALFORMED : RV_CANCEL_GONE;
         if (s->in_state == RV_BODY_OPEN)
             s->in_state = malformed ? RV_BODY_MALFORMED : RV_BODY_FAILED;
@@ -119,6 +119,49 @@ VALUE rv_cancel_exception(rv_stream *s)
     return rb_exc_new_cstr(rv_eClientDisconnected, "the client went away");
 }
 
+/* The exception an interruption raises. */
+VALUE rv_interrupt_exception(rv_stream *s)
+{
+    switch (s->interrupt) {
+    case RV_INTR_TIMEOUT:
+        return rb_exc_new_cstr(rv_eRequestTimeout, "the request ran longer than its request timeout");
+    case RV_INTR_SHUTDOWN:
+        return rb_exc_new_cstr(rv_eShutdown, "the server is stopping and the grace period is over");
+    }
+    return s->interrupt_exc;
+}
+
+/* The exception a request's fiber gets at its next wait: the client's
+ * going (or its malformed body) first, else an interruption. */
+VALUE rv_pending_exception(rv_stream *s)
+{
+    if (s->cancelled || !s->interrupt)
+        return rv_cancel_exception(s);
+    s->interrupt_delivered = 1;
+    return rv_interrupt_exception(s);
+}
+
+/* A request's own fiber starts to wait: what it wrote goes to Go, and an
+ * exception it has pending is raised here instead (rv_wait_hook). */
+static void request_waits(rv_waiter *w)
+{
+    rv_stream *s = L->current;
+    if (!s || s->fiber != w->fiber)
+        return;
+    rv_stream_flush(s);
+    if (s->interrupt_pending && !w->uninterruptible) {
+        s->interrupt_pending = 0;
+        rb_exc_raise(rv_pending_exception(s));
+    }
+    w->stream = s;
+    s->waiter = w;
+}
+
+void rv_stream_init(void)
+{
+    rv_wait_hook(request_waits);
+}
+
 static VALUE wait_body(VALUE w)
 {
     return rv_wait((rv_waiter *)w);
@@ -126,21 +169,21 @@ static VALUE wait_body(VALUE w)
 
 /* Waits on the stream's own event (input, credit or done). The caller
  * rechecks its condition: a wake is a hint, not a promise. */
-void rv_stream_wait(rv_stream *s, rv_waiter **slot, int reason)
+void rv_stream_wait(rv_stream *s, rv_waiter **where, int reason)
 {
     if (rb_thread_current() != L->thread)
         rb_raise(rb_eThreadError, "ruvoy: a request's body and response can only be used on the server thread");
     rv_waiter w;
     rv_waiter_init(&w, reason);
-    if (*slot)
+    if (*where)
         rb_raise(rb_eThreadError, "ruvoy: two fibers wait on the same request stream");
-    *slot = &w;
-    rb_ensure(wait_body, (VALUE)&w, rv_stream_wait_done, (VALUE)slot);
+    *where = &w;
+    rb_ensure(wait_body, (VALUE)&w, rv_stream_wait_done, (VALUE)where);
 }
 
-VALUE rv_stream_wait_done(VALUE slot)
+VALUE rv_stream_wait_done(VALUE where)
 {
-    *(rv_waiter **)slot = NULL;
+    *(rv_waiter **)where = NULL;
     return Qnil;
 }
 
@@ -153,24 +196,24 @@ static rv_msg *closing_message(rv_stream *s)
             rv_msg_free(rv_buf_finish(&s->out));
         s->reset = 0;
         s->ended = 1;
-        return rv_msg_new(RV_OUT_RESET, s->id, RV_F_END, 0, 0);
+        return rv_msg_new(RV_OUT_RESET, s->id, RV_FLAG_END, 0, 0);
     }
     if (s->ended)
         return rv_msg_new(RV_OUT_END, s->id, 0, 0, 0);
     s->ended = 1;
     if (s->out.m) {
         rv_msg *m = rv_buf_finish(&s->out);
-        m->flags |= RV_F_END;
+        m->flags |= RV_FLAG_END;
         return m;
     }
-    return rv_msg_new(RV_OUT_END, s->id, RV_F_END, 0, 0);
+    return rv_msg_new(RV_OUT_END, s->id, RV_FLAG_END, 0, 0);
 }
 
 /* Ends the response now and asks Go to say when it is written. */
 void rv_stream_end(rv_stream *s)
 {
     rv_msg *m = closing_message(s);
-    m->flags |= RV_F_WANT_DONE;
+    m->flags |= RV_FLAG_WANT_DONE;
     rv_stream_push(s, m);
 }
 
@@ -189,7 +232,7 @@ void rv_stream_finish(rv_stream *s)
             rb_set_errinfo(Qnil);
     }
     rv_msg *m = closing_message(s);
-    m->flags |= RV_F_FINAL;
+    m->flags |= RV_FLAG_FINAL;
     rv_stream_push(s, m);
 
     for (rv_msg *c = s->in_first, *next; c; c = next) {

@@ -12,7 +12,9 @@
  * GVL the VM thread is stopped at a safe point, so it may read which
  * request runs and mark that request's stream. Every interruption goes
  * both ways, as a message to the loop and as a word to the interrupter;
- * whichever finds the fiber first raises, once.
+ * whichever finds the fiber first raises, once. The exception raised is the
+ * stream's (rv_interrupt_exception, rv_stream.c); how a request it ended is
+ * answered is the response's (rv_interrupted, rv_response.c).
  */
 #include "rv_internal.h"
 
@@ -31,28 +33,6 @@ typedef struct word {
     uint32_t pad;
 } word;
 
-/* The exception an interruption raises. */
-static VALUE exception_for(rv_stream *s)
-{
-    switch (s->interrupt) {
-    case RV_INTR_TIMEOUT:
-        return rb_exc_new_cstr(rv_eRequestTimeout, "the request ran longer than its request timeout");
-    case RV_INTR_SHUTDOWN:
-        return rb_exc_new_cstr(rv_eShutdown, "the server is stopping and the grace period is over");
-    }
-    return s->interrupt_exc;
-}
-
-/* The exception a request's fiber gets at its next wait: the client's
- * going (or its malformed body) first, else an interruption. */
-VALUE rv_pending_exception(rv_stream *s)
-{
-    if (s->cancelled || !s->interrupt)
-        return rv_cancel_exception(s);
-    s->interrupt_delivered = 1;
-    return exception_for(s);
-}
-
 static int can_interrupt(rv_stream *s)
 {
     return s && !s->interrupt_delivered && !s->finishing && !s->cancelled && s->started;
@@ -67,7 +47,7 @@ static void deliver_waiting(rv_stream *s, uint32_t reason)
         s->interrupt = (int)reason;
     if (s->waiter && !s->waiter->uninterruptible) {
         s->interrupt_delivered = 1;
-        rv_interrupt(s->fiber, exception_for(s));
+        rv_interrupt(s->fiber, rv_interrupt_exception(s));
     } else {
         s->interrupt_pending = 1;
     }
@@ -93,24 +73,7 @@ static void raise_if_running(rv_stream *s)
     if (!can_interrupt(s) || L->current != s)
         return;
     s->interrupt_delivered = 1;
-    rb_funcall(L->thread, rv_id_raise, 1, exception_for(s));
-}
-
-/* A request that failed with the exception of an interruption: where it
- * was is worth a log line (its backtrace), and the client, if still there,
- * gets 503, or a cut body once the head is out. Reports whether exc was
- * one. */
-int rv_interrupted(rv_stream *s, VALUE exc)
-{
-    int shutdown = rb_obj_is_kind_of(exc, rv_eShutdown);
-    if (!shutdown && !rb_obj_is_kind_of(exc, rv_eRequestTimeout))
-        return 0;
-    rv_log_exception(s, shutdown ? "the stop cut a request short" : "a request ran past its timeout", exc);
-    if (s->head_sent)
-        s->reset = 1;
-    else
-        rv_respond_error(s, 503);
-    return 1;
+    rb_funcall(L->thread, rv_id_raise, 1, rv_interrupt_exception(s));
 }
 
 /* ---- the interrupter thread ---- */

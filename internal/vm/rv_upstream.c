@@ -7,10 +7,7 @@
  * fibers overlap. A caller that stops waiting (its client left, a Timeout)
  * tells Go, which drops the call; a late reply finds no waiter and is freed.
  *
- * Call payload: u32 timeout ms, cluster, method, path (u32 length + bytes
- * each), u16 header count, name/value pairs (u32 length + bytes each), then
- * the body. Reply payload: u16 status, u16 header count, pairs as above,
- * then the body; or, with RV_F_FAILED, the reason the call failed.
+ * The call and reply payloads are laid out in wire.h.
  */
 #include "rv_internal.h"
 
@@ -48,31 +45,20 @@ static VALUE call_done(VALUE arg)
     return Qnil;
 }
 
-typedef struct reader {
-    const char *p, *end;
-} reader;
-
-static VALUE read_str(reader *r)
+static VALUE read_str(rv_reader *r)
 {
-    uint32_t n;
-    if (r->end - r->p < 4)
+    const char *p;
+    long n;
+    if (!rv_read_str(r, &p, &n) || n < 0)
         rb_raise(rv_eUpstreamError, "ruvoy: truncated upstream reply");
-    memcpy(&n, r->p, 4);
-    r->p += 4;
-    if ((size_t)(r->end - r->p) < n)
-        rb_raise(rv_eUpstreamError, "ruvoy: truncated upstream reply");
-    VALUE s = rb_str_new(r->p, n);
-    r->p += n;
-    return s;
+    return rb_str_new(p, n);
 }
 
-static uint16_t read_u16(reader *r)
+static uint16_t read_u16(rv_reader *r)
 {
     uint16_t v;
-    if (r->end - r->p < 2)
+    if (!rv_read_u16(r, &v))
         rb_raise(rv_eUpstreamError, "ruvoy: truncated upstream reply");
-    memcpy(&v, r->p, 2);
-    r->p += 2;
     return v;
 }
 
@@ -80,8 +66,8 @@ static uint16_t read_u16(reader *r)
 static VALUE decode_reply(VALUE arg)
 {
     rv_msg *m = (rv_msg *)arg;
-    reader r = {m->data, m->data + m->len};
-    if (m->flags & RV_F_FAILED)
+    rv_reader r = {m->data, m->data + m->len};
+    if (m->flags & RV_FLAG_FAILED)
         rb_exc_raise(rb_exc_new(rv_eUpstreamError, m->data, (long)m->len));
     int status = read_u16(&r);
     uint16_t n = read_u16(&r);

@@ -1,11 +1,8 @@
 /*
  * rv_response.c: turning an app's [status, headers, body] into messages.
  *
- * Payload of RV_OUT_HEAD and RV_OUT_FILE (aux is the status):
- *   i64 content length (-1: unknown), i32 file descriptor (FILE only, else -1),
- *   u16 header count, then per header: u16 name length + name, u32 value
- *   length + value; the rest of the payload is the first body bytes.
- * RV_OUT_DATA carries body bytes only.
+ * RV_OUT_HEAD and RV_OUT_FILE carry a response head (wire.h); RV_OUT_DATA
+ * carries body bytes only.
  *
  * The head is held until the first body bytes (or until the fiber first
  * waits), so a body that fails before producing anything can still become a
@@ -22,9 +19,6 @@
 #define L rv_L
 
 #define FLUSH_BYTES (64 * 1024)
-#define HEAD_CL_OFFSET 0
-#define HEAD_FD_OFFSET 8
-#define HEAD_COUNT_OFFSET 12
 
 typedef struct resp {
     rv_stream *s;
@@ -34,7 +28,6 @@ typedef struct resp {
     int no_body;      /* HEAD request, or a status without a body */
     int64_t declared; /* Content-Length the app gave, or -1 */
     int64_t sent;     /* body bytes the app produced */
-    uint16_t count;   /* headers written */
     const char *malformed;
     VALUE malformed_name;
 } resp;
@@ -130,10 +123,7 @@ static void put_value(resp *r, rv_buf *b, const char *name, long nlen, VALUE val
                 }
                 r->declared = v;
             }
-            rv_buf_put_u16(b, (uint16_t)nlen);
-            rv_buf_put(b, name, (size_t)nlen);
-            rv_buf_put_str(b, p, (size_t)(stop - p));
-            r->count++;
+            rv_resp_head_put(b, name, (uint16_t)nlen, p, (size_t)(stop - p));
         }
         if (!nl)
             break;
@@ -201,15 +191,7 @@ static VALUE each_header(RB_BLOCK_CALL_FUNC_ARGLIST(pair, arg))
 
 static void start_head(resp *r)
 {
-    rv_buf *b = &r->s->out;
-    rv_buf_start(b, RV_OUT_HEAD, r->s->id, 512);
-    int64_t cl = -1;
-    int32_t fd = -1;
-    uint16_t count = 0;
-    rv_buf_put(b, &cl, sizeof cl);
-    rv_buf_put(b, &fd, sizeof fd);
-    rv_buf_put(b, &count, sizeof count);
-    b->m->aux = (uint64_t)r->status;
+    rv_resp_head_start(&r->s->out, RV_OUT_HEAD, r->s->id, (uint64_t)r->status, 512);
 }
 
 static VALUE build_head(VALUE arg)
@@ -224,15 +206,13 @@ static VALUE build_head(VALUE arg)
         rb_block_call(r->headers, rv_id_each, 0, NULL, each_header, arg);
     else
         malformed(r, "the headers are not a Hash");
-    if (!r->malformed)
-        memcpy(r->s->out.m->data + HEAD_COUNT_OFFSET, &r->count, sizeof r->count);
     return Qnil;
 }
 
 static void set_length(rv_stream *s, int64_t length)
 {
     if (s->out.m && (s->out.m->kind == RV_OUT_HEAD || s->out.m->kind == RV_OUT_FILE))
-        memcpy(s->out.m->data + HEAD_CL_OFFSET, &length, sizeof length);
+        rv_resp_head_set_length(s->out.m, length);
 }
 
 /* ---- body bytes ---- */
@@ -363,12 +343,10 @@ static int try_file(resp *r)
         return 0;
     }
     rv_msg *m = r->s->out.m;
-    int32_t fd32 = fd;
-    int64_t size = st.st_size;
     m->kind = RV_OUT_FILE;
-    memcpy(m->data + HEAD_FD_OFFSET, &fd32, sizeof fd32);
-    memcpy(m->data + HEAD_CL_OFFSET, &size, sizeof size);
-    r->sent = size;
+    rv_resp_head_set_fd(m, fd);
+    rv_resp_head_set_length(m, st.st_size);
+    r->sent = st.st_size;
     return 1;
 }
 
@@ -430,17 +408,30 @@ void rv_respond_error(rv_stream *s, int status)
         rv_msg_free(rv_buf_finish(&s->out));
     resp r = {.s = s, .status = status};
     start_head(&r);
-    int64_t cl = (int64_t)strlen(body);
-    memcpy(s->out.m->data + HEAD_CL_OFFSET, &cl, sizeof cl);
-    uint16_t count = 1;
-    memcpy(s->out.m->data + HEAD_COUNT_OFFSET, &count, sizeof count);
-    rv_buf_put_u16(&s->out, 12);
-    rv_buf_put(&s->out, "content-type", 12);
-    rv_buf_put_str(&s->out, "text/plain; charset=utf-8", 25);
-    rv_buf_put(&s->out, body, (size_t)cl);
+    size_t len = strlen(body);
+    rv_resp_head_set_length(s->out.m, (int64_t)len);
+    rv_resp_head_put(&s->out, "content-type", 12, "text/plain; charset=utf-8", 25);
+    rv_buf_put(&s->out, body, len);
 }
 
 /* The body failed: a 500 if nothing went out yet, else the response is cut. */
+/* A request that failed with the exception of an interruption: where it
+ * was is worth a log line (its backtrace), and the client, if still there,
+ * gets 503, or a cut body once the head is out. Reports whether exc was
+ * one. */
+int rv_interrupted(rv_stream *s, VALUE exc)
+{
+    int shutdown = rb_obj_is_kind_of(exc, rv_eShutdown);
+    if (!shutdown && !rb_obj_is_kind_of(exc, rv_eRequestTimeout))
+        return 0;
+    rv_log_exception(s, shutdown ? "the stop cut a request short" : "a request ran past its timeout", exc);
+    if (s->head_sent)
+        s->reset = 1;
+    else
+        rv_respond_error(s, 503);
+    return 1;
+}
+
 static void body_failed(resp *r, VALUE exc)
 {
     rv_stream *s = r->s;

@@ -12,7 +12,8 @@
 #include <ruby/st.h>
 #include <stdatomic.h>
 
-#include "ruvoy.h"
+#include "vm.h"
+#include "rv_wire.h"
 
 /* ---- inboxes (rv_queue.c) ---- */
 
@@ -28,30 +29,15 @@ rv_msg *rv_inbox_take(rv_inbox *q);
 int rv_inbox_sleep(rv_inbox *q);
 void rv_inbox_wake(rv_inbox *q);
 void rv_inbox_drain_fd(rv_inbox *q);
-rv_msg *rv_msg_new(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, size_t len);
 
 extern rv_inbox rv_to_vm, rv_to_go;
-
-/* ---- out messages under construction (rv_buf.c) ---- */
-
-typedef struct rv_buf {
-    rv_msg *m;
-    size_t cap;
-} rv_buf;
-
-void rv_buf_start(rv_buf *b, uint32_t kind, uint64_t stream, size_t hint);
-void rv_buf_put(rv_buf *b, const void *p, size_t n);
-void rv_buf_put_u16(rv_buf *b, uint16_t v);
-void rv_buf_put_u32(rv_buf *b, uint32_t v);
-void rv_buf_put_str(rv_buf *b, const char *p, size_t n); /* u32 length + bytes */
-rv_msg *rv_buf_finish(rv_buf *b);
 
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 
 typedef struct rv_timer rv_timer;
 struct rv_timer {
     uint64_t deadline; /* CLOCK_MONOTONIC nanoseconds */
-    size_t slot;       /* 1-based heap position; 0 when not scheduled */
+    size_t heap_at;    /* 1-based heap position; 0 when not scheduled */
     void (*fire)(rv_timer *t);
 };
 
@@ -65,7 +51,7 @@ void rv_timer_add(rv_timers *h, rv_timer *t);
 void rv_timer_remove(rv_timers *h, rv_timer *t);
 rv_timer *rv_timer_peek(rv_timers *h);
 
-/* ---- waiting fibers (rv_loop.c) ---- */
+/* ---- waiting fibers (rv_wait.c) ---- */
 
 enum { RV_W_IDLE, RV_W_WAITING, RV_W_READY };
 
@@ -166,10 +152,20 @@ typedef struct rv_stats {
 } rv_stats;
 extern rv_stats rv_stat;
 
-void rv_loop_init(const rv_config *cfg);
-void rv_gc_clock_init(void);
+void rv_loop_init(const rv_config *cfg); /* rv_loop.c */
 void rv_loop_run(void);
-int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot);
+void rv_control_handle(rv_msg *m);        /* rv_control.c */
+void rv_selector_init(void);              /* rv_selector.c */
+void rv_selector_poll(int busy);
+void rv_gc_clock_init(void);
+int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot); /* rv_wait.c */
+void rv_resume(rv_waiter *w);
+void rv_wait_hook(void (*before_wait)(rv_waiter *w));
+void rv_report_escape(const char *what);
+int rv_ready_empty(void);                 /* rv_selector.c: the ready list */
+rv_waiter *rv_ready_first(void);
+rv_waiter *rv_ready_last(void);
+void rv_ready_unlink(rv_waiter *w);
 void rv_fiber_pool_init(void);
 VALUE rv_fiber_take(void);
 VALUE rv_fiber_park(void);
@@ -187,12 +183,14 @@ void rv_wake_from_other_thread(void);
 rv_stream *rv_stream_find(uint64_t id);
 void rv_stream_push(rv_stream *s, rv_msg *m);
 void rv_stream_flush(rv_stream *s);
-void rv_stream_wait(rv_stream *s, rv_waiter **slot, int reason);
-VALUE rv_stream_wait_done(VALUE slot);
+void rv_stream_wait(rv_stream *s, rv_waiter **where, int reason);
+VALUE rv_stream_wait_done(VALUE where);
 void rv_stream_end(rv_stream *s);
 void rv_stream_finish(rv_stream *s);
 VALUE rv_cancel_exception(rv_stream *s);
 VALUE rv_pending_exception(rv_stream *s);
+VALUE rv_interrupt_exception(rv_stream *s);
+void rv_stream_init(void);
 void rv_interrupt_deliver(rv_msg *m);
 int rv_interrupted(rv_stream *s, VALUE exc);
 void rv_interrupt_init(void);
@@ -222,6 +220,17 @@ extern VALUE rv_mRuvoy, rv_eClientDisconnected, rv_eBodyTooLarge, rv_eBadRequest
 extern ID rv_id_call, rv_id_each, rv_id_close, rv_id_to_path, rv_id_raise, rv_id_new,
     rv_id_to_ary, rv_id_load_app, rv_id_error_fields, rv_id_after_reply;
 void rv_ruby_init(void);
+void rv_ruby_bind(void);
+void rv_scheduler_install(void);
+
+/* ---- signals (rv_signals.c) and the stall reporter (rv_stall.c) ---- */
+
+void rv_signals_save(void);
+void rv_signals_fix(void);
+void rv_signals_block(void);
+void rv_signal_fixup(int sig);
+void rv_stall_init(void);
+int rv_stall_signal(void);
 void rv_scheduler_init(void);
 void rv_env_init(void);
 

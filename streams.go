@@ -1,18 +1,15 @@
 package ruvoy
 
-/*
-#include <unistd.h>
-#include "ruvoy.h"
-*/
-import "C"
-
 import (
 	"context"
-	"encoding/binary"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
 // A stream is one request's Go-side state: the messages the VM sent it that
@@ -28,8 +25,8 @@ type stream struct {
 	mu       sync.Mutex
 	id       uint64 // 0 while free
 	uses     uint32
-	head     *C.rv_msg
-	tail     *C.rv_msg
+	head     *vm.Msg
+	tail     *vm.Msg
 	detached bool // the handler is gone: what arrives is dropped
 	method   string
 	path     string
@@ -51,14 +48,14 @@ type stream struct {
 	orphanOf   *connInfo // the connection whose client left it, while Ruby unwinds it
 }
 
-type slots struct {
+type streams struct {
 	mu   sync.Mutex
 	free []uint32 // a stack: recently used streams are reused first
 	all  []atomic.Pointer[stream]
 }
 
-func newSlots(n int) *slots {
-	s := &slots{free: make([]uint32, n), all: make([]atomic.Pointer[stream], n)}
+func newStreams(n int) *streams {
+	s := &streams{free: make([]uint32, n), all: make([]atomic.Pointer[stream], n)}
 	for i := range s.free {
 		s.free[i] = uint32(n - 1 - i)
 	}
@@ -66,7 +63,7 @@ func newSlots(n int) *slots {
 }
 
 // acquire takes a free slot for a new request, or returns nil.
-func (s *slots) acquire(a *App, r *http.Request, hasBody bool, onFree func()) *stream {
+func (s *streams) acquire(a *App, r *http.Request, hasBody bool, onFree func()) *stream {
 	s.mu.Lock()
 	if len(s.free) == 0 {
 		s.mu.Unlock()
@@ -97,7 +94,7 @@ func (s *slots) acquire(a *App, r *http.Request, hasBody bool, onFree func()) *s
 }
 
 // lookup returns the stream an id names, locked, or nil.
-func (s *slots) lookup(id uint64) *stream {
+func (s *streams) lookup(id uint64) *stream {
 	slot := uint32(id)
 	if int(slot) >= len(s.all) {
 		return nil
@@ -115,16 +112,16 @@ func (s *slots) lookup(id uint64) *stream {
 }
 
 // deliver hands a message from the VM to its stream.
-func (s *slots) deliver(m *C.rv_msg) {
-	st := s.lookup(uint64(m.stream))
+func (s *streams) deliver(m *vm.Msg) {
+	st := s.lookup(uint64(m.Stream()))
 	if st == nil {
 		dropMsg(m)
 		return
 	}
-	if m.kind == C.RV_OUT_CREDIT {
+	if m.Kind() == wire.OutCredit {
 		a := st.app
 		st.mu.Unlock()
-		n := int64(m.aux)
+		n := int64(m.Aux())
 		taken := st.bodyTaken.Add(n)
 		if a != nil {
 			// n bytes left the window; rack.input kept them, or moved all it
@@ -132,16 +129,16 @@ func (s *slots) deliver(m *C.rv_msg) {
 			a.admit.body.release(n - (keptFor(taken) - keptFor(taken-n)))
 		}
 		signal(st.bodyNotify)
-		freeMsg(m)
+		m.Free()
 		return
 	}
-	final := m.flags&C.RV_F_FINAL != 0
+	final := m.Flags()&wire.FlagFinal != 0
 	if st.detached {
 		dropMsg(m)
 	} else {
-		m.next = nil
+		m.SetNext(nil)
 		if st.tail != nil {
-			st.tail.next = m
+			st.tail.SetNext(m)
 		} else {
 			st.head = m
 		}
@@ -155,10 +152,10 @@ func (s *slots) deliver(m *C.rv_msg) {
 }
 
 // startUpstream runs an upstream call the VM asked for, on a goroutine.
-func (s *slots) startUpstream(m *C.rv_msg) {
-	id, call := uint64(m.stream), uint64(m.aux)
-	p := append([]byte(nil), payload(m)...)
-	freeMsg(m)
+func (s *streams) startUpstream(m *vm.Msg) {
+	id, call := uint64(m.Stream()), uint64(m.Aux())
+	p := append([]byte(nil), m.Payload()...)
+	m.Free()
 	st := s.lookup(id)
 	if st == nil {
 		return // the request is over
@@ -173,9 +170,9 @@ func (s *slots) startUpstream(m *C.rv_msg) {
 }
 
 // cancelUpstream stops a call whose caller stopped waiting.
-func (s *slots) cancelUpstream(m *C.rv_msg) {
-	id, call := uint64(m.stream), uint64(m.aux)
-	freeMsg(m)
+func (s *streams) cancelUpstream(m *vm.Msg) {
+	id, call := uint64(m.Stream()), uint64(m.Aux())
+	m.Free()
 	if st := s.lookup(id); st != nil {
 		cancel := st.calls[call]
 		st.mu.Unlock()
@@ -217,7 +214,7 @@ func (st *stream) setTimer(t *time.Timer) {
 }
 
 // take returns the stream's pending messages in order.
-func (st *stream) take() *C.rv_msg {
+func (st *stream) take() *vm.Msg {
 	st.mu.Lock()
 	m := st.head
 	st.head, st.tail = nil, nil
@@ -227,7 +224,7 @@ func (st *stream) take() *C.rv_msg {
 
 // orphan counts a request whose client left against its connection (and
 // the runtime's gauge) until Ruby is done with it.
-func (s *slots) orphan(st *stream, c *connInfo) {
+func (s *streams) orphan(st *stream, c *connInfo) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if c == nil || st.orphanOf != nil || st.id == 0 || st.app == nil {
@@ -240,7 +237,7 @@ func (s *slots) orphan(st *stream, c *connInfo) {
 
 // detach says the handler is gone, drops what waits for it and ends the
 // upstream calls under way.
-func (s *slots) detach(st *stream) {
+func (s *streams) detach(st *stream) {
 	st.mu.Lock()
 	st.detached = true
 	m := st.head
@@ -250,14 +247,14 @@ func (s *slots) detach(st *stream) {
 	}
 	st.mu.Unlock()
 	for m != nil {
-		next := m.next
+		next := m.Next()
 		dropMsg(m)
 		m = next
 	}
 	s.unref(st)
 }
 
-func (s *slots) unref(st *stream) {
+func (s *streams) unref(st *stream) {
 	if st.refs.Add(-1) != 0 {
 		return
 	}
@@ -290,14 +287,14 @@ func (s *slots) unref(st *stream) {
 }
 
 // inUse is how many slots are taken.
-func (s *slots) inUse() int {
+func (s *streams) inUse() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.all) - len(s.free)
 }
 
 // describe names the request a stream id belongs to, for log entries.
-func (s *slots) describe(id uint64) (method, path string, ok bool) {
+func (s *streams) describe(id uint64) (method, path string, ok bool) {
 	st := s.lookup(id)
 	if st == nil {
 		return "", "", false
@@ -308,20 +305,13 @@ func (s *slots) describe(id uint64) (method, path string, ok bool) {
 }
 
 // dropMsg frees a message nobody will handle, closing a file it carries.
-func dropMsg(m *C.rv_msg) {
-	if m.kind == C.RV_OUT_FILE {
-		if fd := headFD(payload(m)); fd >= 0 {
-			C.close(C.int(fd))
+func dropMsg(m *vm.Msg) {
+	if m.Kind() == wire.OutFile {
+		if _, fd, _, _, ok := wire.ResponseStart(m.Payload()); ok && fd >= 0 {
+			syscall.Close(int(fd))
 		}
 	}
-	freeMsg(m)
-}
-
-func headFD(p []byte) int32 {
-	if len(p) < headerFixedLen {
-		return -1
-	}
-	return int32(binary.NativeEndian.Uint32(p[8:12]))
+	m.Free()
 }
 
 // signal wakes whoever waits on c, without blocking.

@@ -1,6 +1,6 @@
 /*
- * rv_timer.c: a binary min-heap of timers. Each timer knows its slot, so a
- * wait that ends early removes its timer in O(log n).
+ * rv_timer.c: a binary min-heap of timers. Each timer knows its place in
+ * the heap, so a wait that ends early removes its timer in O(log n).
  */
 #include "rv_internal.h"
 
@@ -17,7 +17,7 @@ uint64_t rv_now(void)
 static void place(rv_timers *h, size_t i, rv_timer *t)
 {
     h->heap[i] = t;
-    t->slot = i + 1;
+    t->heap_at = i + 1;
 }
 
 static void sift_up(rv_timers *h, size_t i)
@@ -64,10 +64,10 @@ void rv_timer_add(rv_timers *h, rv_timer *t)
 
 void rv_timer_remove(rv_timers *h, rv_timer *t)
 {
-    if (!t->slot)
+    if (!t->heap_at)
         return;
-    size_t i = t->slot - 1;
-    t->slot = 0;
+    size_t i = t->heap_at - 1;
+    t->heap_at = 0;
     rv_timer *last = h->heap[--h->len];
     if (i == h->len)
         return;

@@ -34,7 +34,6 @@ static VALUE write_chunk(VALUE self, VALUE id, VALUE str)
     return Qnil;
 }
 
-void rv_signal_fixup(int sig);
 
 static VALUE signal_fixup(VALUE self, VALUE sig)
 {
@@ -80,6 +79,7 @@ void rv_ruby_init(void)
     rv_cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
     rv_eFiberError = rb_const_get(rb_cObject, rb_intern("FiberError"));
     rv_mRuvoy = rb_define_module("Ruvoy");
+    rb_define_const(rv_mRuvoy, "REWIND_IN_MEMORY", INT2FIX(RV_REWIND_IN_MEMORY));
     rv_eClientDisconnected = rb_define_class_under(rv_mRuvoy, "ClientDisconnected", rb_eIOError);
     rv_eBodyTooLarge = rb_define_class_under(rv_mRuvoy, "BodyTooLarge", rb_eIOError);
     rv_eBadRequest = rb_define_class_under(rv_mRuvoy, "BadRequest", rb_eIOError);

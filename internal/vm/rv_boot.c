@@ -1,0 +1,189 @@
+/*
+ * rv_boot.c: the VM thread, from pthread_create (rv_start) to ruby_cleanup
+ * (rv_join).
+ *
+ * The VM lives on a pthread created here (not a goroutine: Go callbacks from
+ * fiber stacks on a locked goroutine crash), booted as DESIGN.md records:
+ * ruby_sysinit with writable argv, RUBY_INIT_STACK in the start routine,
+ * ruby_setup, setlocale, ruby_options with -e "" (load path, encodings,
+ * rubygems, RUBYOPT), then the signal fix-ups (rv_signals.c).
+ */
+#include "rv_internal.h"
+
+#include <locale.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rv_config config;
+static pthread_t vm_thread;
+static pthread_mutex_t boot_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t boot_cv = PTHREAD_COND_INITIALIZER;
+static int boot_state; /* 0 booting, 1 serving, -1 failed */
+static char *boot_error;
+static int exit_status;
+
+static void boot_done(int state, const char *error)
+{
+    pthread_mutex_lock(&boot_mu);
+    boot_state = state;
+    if (error)
+        boot_error = strdup(error);
+    pthread_cond_signal(&boot_cv);
+    pthread_mutex_unlock(&boot_mu);
+}
+
+/* ---- the embedded Ruby library ---- */
+
+static VALUE eval_lib(VALUE unused)
+{
+    (void)unused;
+    VALUE binding = rb_const_get(rb_cObject, rb_intern("TOPLEVEL_BINDING"));
+    const char *p = config.rubylib, *end = p + config.rubylib_len;
+    while (p < end) {
+        const char *name = p;
+        const char *src = name + strlen(name) + 1;
+        size_t len = strlen(src);
+        rb_funcall(rb_mKernel, rb_intern("eval"), 4, rb_str_new(src, (long)len), binding,
+                   rb_str_new_cstr(name), INT2FIX(1));
+        p = src + len + 1;
+    }
+    VALUE argv = rb_get_argv();
+    rb_ary_clear(argv);
+    for (int i = 0, off = 0; i < config.argc; i++) {
+        rb_ary_push(argv, rb_external_str_new_cstr(config.argv + off));
+        off += (int)strlen(config.argv + off) + 1;
+    }
+    return Qnil;
+}
+
+static VALUE describe(VALUE exc)
+{
+    return rb_funcall(exc, rb_intern("full_message"), 0);
+}
+
+static int boot_ruby_side(void)
+{
+    rv_ruby_init();
+    rv_response_init();
+    rv_request_init();
+    rv_stream_init();
+    rv_fiber_pool_init();
+    rv_scheduler_init();
+    rv_upstream_init();
+    int state = 0;
+    rb_protect(eval_lib, Qnil, &state);
+    if (state) {
+        VALUE exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        VALUE text = rb_protect(describe, exc, &state);
+        boot_done(-1, state ? "the embedded Ruby library failed to load" : StringValueCStr(text));
+        return 0;
+    }
+    rv_ruby_bind();
+    rv_env_init();
+    rv_loop_init(&config);
+    rv_interrupt_init();
+    rv_gc_clock_init();
+    rv_scheduler_install();
+    return 1;
+}
+
+static void *vm_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "ruvoy-vm");
+    rv_signals_save();
+
+    /* Writable: setting $0 later writes the process title into argv. */
+    static char arg0[256];
+    snprintf(arg0, sizeof arg0, "%s", config.program);
+    static char *args[] = {arg0, NULL};
+    int argc = 1;
+    char **argv = args;
+    /* Fiber stacks are small by default (a few hundred frames); Rails needs
+     * more. Mapped lazily, so only what a request touches costs memory. The
+     * user's own settings win. */
+    setenv("RUBY_FIBER_VM_STACK_SIZE", "1048576", 0);
+    setenv("RUBY_FIBER_MACHINE_STACK_SIZE", "1048576", 0);
+    ruby_sysinit(&argc, &argv);
+    {
+        RUBY_INIT_STACK;
+        if (ruby_setup() != 0) {
+            boot_done(-1, "ruby_setup failed");
+            return NULL;
+        }
+        setlocale(LC_CTYPE, "");
+        static char opt0[] = "ruvoy", opt1[] = "-e", opt2[] = "";
+        static char *opts[] = {opt0, opt1, opt2, NULL};
+        void *node = ruby_options(3, opts);
+        int status = 0;
+        if (!ruby_executable_node(node, &status)) {
+            boot_done(-1, "Ruby failed to start (its own message is above; check RUBYOPT)");
+            return NULL;
+        }
+        ruby_script(config.program);
+        rv_signals_fix();
+        rv_stall_init();
+        rv_signals_block();
+        if (boot_ruby_side()) {
+            boot_done(1, NULL);
+            rv_loop_run();
+        }
+        exit_status = ruby_cleanup(0);
+    }
+    return NULL;
+}
+
+static char *copy(const char *p, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (!c)
+        abort();
+    memcpy(c, p, n);
+    c[n] = 0;
+    return c;
+}
+
+int rv_start(const rv_config *cfg, char **error)
+{
+    config = *cfg;
+    config.program = copy(cfg->program, strlen(cfg->program));
+    size_t argv_len = 0;
+    for (int i = 0; i < cfg->argc; i++)
+        argv_len += strlen(cfg->argv + argv_len) + 1;
+    config.argv = copy(cfg->argv, argv_len);
+    config.rubylib = copy(cfg->rubylib, cfg->rubylib_len);
+
+    if (rv_inbox_init(&rv_to_vm) < 0 || rv_inbox_init(&rv_to_go) < 0) {
+        *error = strdup("eventfd failed");
+        return -1;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 16u << 20);
+    int rc = pthread_create(&vm_thread, &attr, vm_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        *error = strdup("could not create the VM thread");
+        return -1;
+    }
+    pthread_mutex_lock(&boot_mu);
+    while (boot_state == 0)
+        pthread_cond_wait(&boot_cv, &boot_mu);
+    pthread_mutex_unlock(&boot_mu);
+    if (boot_state < 0) {
+        *error = boot_error ? boot_error : strdup("the VM failed to boot");
+        pthread_join(vm_thread, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int rv_join(void)
+{
+    pthread_join(vm_thread, NULL);
+    return exit_status;
+}

@@ -1,0 +1,166 @@
+// Package vm is the line between Go and the CRuby VM: the C sources of the
+// VM thread, and the only Go that touches C. The VM lives on its own C
+// thread; Go and that thread exchange owned messages (Msg) laid out in
+// wire.h, whose constants Go reads from internal/wire.
+//
+// The C side is compiled with the system Ruby's flags, which the build
+// takes from RbConfig (build/rbconfig.sh sets CGO_CFLAGS and CGO_LDFLAGS):
+// nothing here names a Ruby version or path.
+package vm
+
+/*
+#cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+#include <stdlib.h>
+#include "vm.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"strings"
+	"unsafe"
+)
+
+// Msg is a message from the VM, owned by whoever holds it until Free.
+type Msg C.rv_msg
+
+// Kind is the message kind (wire.Out*).
+func (m *Msg) Kind() uint32 { return uint32(m.kind) }
+
+// Stream is the request the message belongs to; 0 for control messages.
+func (m *Msg) Stream() uint64 { return uint64(m.stream) }
+
+// Flags are the message's flags (wire.Flag*, or a log level).
+func (m *Msg) Flags() uint32 { return uint32(m.flags) }
+
+// Aux is the kind's one number (a status, a byte count, a call id).
+func (m *Msg) Aux() uint64 { return uint64(m.aux) }
+
+// Next is the message after m in a list (Poll's, or a stream's queue).
+func (m *Msg) Next() *Msg { return (*Msg)(unsafe.Pointer(m.next)) }
+
+// SetNext links n after m.
+func (m *Msg) SetNext(n *Msg) { m.next = (*C.rv_msg)(unsafe.Pointer(n)) }
+
+// Payload views the message's bytes; valid until the message is freed.
+func (m *Msg) Payload() []byte {
+	if m.len == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(m), C.RV_MSG_DATA)), int(m.len))
+}
+
+// Free gives the message's memory back.
+func (m *Msg) Free() { C.rv_msg_free((*C.rv_msg)(unsafe.Pointer(m))) }
+
+// Config is what the VM boots with.
+type Config struct {
+	Program    string   // $0
+	Args       []string // ARGV
+	RubyLib    []string // the embedded Ruby library: name, source, name, source...
+	MaxStreams uint32   // streams the VM keeps room for: the admission limit
+	Window     uint64   // response bytes in flight per stream
+}
+
+// Start boots the VM on its own thread and returns once it serves, or with
+// Ruby's error.
+func Start(c Config) error {
+	program := C.CString(c.Program)
+	defer C.free(unsafe.Pointer(program))
+	argv := C.CString(strings.Join(c.Args, "\x00") + "\x00")
+	defer C.free(unsafe.Pointer(argv))
+	var lib strings.Builder
+	for _, s := range c.RubyLib {
+		lib.WriteString(s)
+		lib.WriteByte(0)
+	}
+	clib := C.CString(lib.String())
+	defer C.free(unsafe.Pointer(clib))
+	cfg := C.rv_config{
+		program:     program,
+		argv:        argv,
+		argc:        C.int(len(c.Args)),
+		rubylib:     clib,
+		rubylib_len: C.size_t(lib.Len()),
+		max_streams: C.uint32_t(c.MaxStreams),
+		window:      C.uint64_t(c.Window),
+	}
+	var cerr *C.char
+	if C.rv_start(&cfg, &cerr) != 0 {
+		msg := C.GoString(cerr)
+		C.free(unsafe.Pointer(cerr))
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// Submit copies payload into a message for the VM thread.
+func Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
+	var p unsafe.Pointer
+	if len(payload) > 0 {
+		p = unsafe.Pointer(&payload[0])
+	}
+	C.rv_submit(C.uint32_t(kind), C.uint64_t(stream), C.uint32_t(flags), C.uint64_t(aux), p, C.size_t(len(payload)))
+}
+
+// Poll takes Go's inbox whole: every message the VM has sent, oldest
+// first, or nil; then the VM writes to InboxFD when it sends the next one.
+func Poll() *Msg { return (*Msg)(unsafe.Pointer(C.rv_out_poll())) }
+
+// InboxFD is the eventfd of Go's inbox, which the VM writes when it sends
+// to a Go side that polled and found nothing.
+func InboxFD() int { return int(C.rv_out_fd()) }
+
+// Cancel tells the VM that Go is done with a request (flags:
+// wire.FlagMalformed when its body was malformed).
+func Cancel(stream uint64, flags uint32) { C.rv_cancel(C.uint64_t(stream), C.uint32_t(flags)) }
+
+// Interrupt raises in a request's fiber (0: every request's) for reason
+// (wire.Intr*).
+func Interrupt(stream uint64, reason uint32) {
+	C.rv_interrupt_request(C.uint64_t(stream), C.uint32_t(reason))
+}
+
+// StallCheck has the VM log the backtrace of the Ruby code that has held
+// its thread since since (a Now value), if it still does.
+func StallCheck(since uint64) { C.rv_stall_check(C.uint64_t(since)) }
+
+// Join waits for the VM thread to end (after wire.InStop) and returns
+// ruby_cleanup's status.
+func Join() int { return int(C.rv_join()) }
+
+// ReleaseMemory gives the kernel back the free memory of malloc's arenas.
+func ReleaseMemory() { C.rv_release_memory() }
+
+// Now is the VM's clock: CLOCK_MONOTONIC in nanoseconds.
+func Now() uint64 { return uint64(C.rv_monotonic_ns()) }
+
+// Stats is what the VM thread reports about itself (vm.h's rv_vm_stats).
+type Stats struct {
+	BusyNS, AwakeSince, LagNS, RunningSince, RunningStream uint64
+	Requests, Fibers, ResponseBytes                        uint64
+	GCCount, GCTimeNS, HeapLiveSlots                       uint64
+	OffloadBusy, OffloadWaiting                            uint64
+}
+
+// ReadStats reads the VM's figures without stopping it.
+func ReadStats() Stats {
+	var s C.rv_vm_stats
+	C.rv_read_stats(&s)
+	return Stats{
+		BusyNS: uint64(s.busy_ns), AwakeSince: uint64(s.awake_since), LagNS: uint64(s.lag_ns),
+		RunningSince: uint64(s.running_since), RunningStream: uint64(s.running_stream),
+		Requests: uint64(s.requests), Fibers: uint64(s.fibers), ResponseBytes: uint64(s.response_bytes),
+		GCCount: uint64(s.gc_count), GCTimeNS: uint64(s.gc_time_ns), HeapLiveSlots: uint64(s.heap_live_slots),
+		OffloadBusy: uint64(s.offload_busy), OffloadWaiting: uint64(s.offload_waiting),
+	}
+}
+
+// RubyVersion is the version of the libruby this binary runs.
+func RubyVersion() string { return C.GoString(C.rv_ruby_version()) }
+
+// RubyPlatform is the platform the libruby loaded was built for.
+func RubyPlatform() string { return C.GoString(C.rv_ruby_platform()) }
+
+// BuiltABI is the Ruby ABI this binary was compiled for: "3.1.0 x86_64-linux-gnu".
+func BuiltABI() string { return C.GoString(C.rv_built_abi()) }

@@ -1,0 +1,55 @@
+/*
+ * vm.h: the VM thread's API, what Go calls (rv_api.c). The messages that
+ * cross are declared in wire.h.
+ */
+#ifndef RV_VM_H
+#define RV_VM_H
+
+#include "wire.h"
+
+/* Startup settings, handed to rv_start. All strings are copied. */
+typedef struct rv_config {
+    const char *program;  /* $0 */
+    const char *argv;     /* ARGV, NUL-separated, argc entries */
+    int argc;
+    const char *rubylib;  /* embedded Ruby library source */
+    size_t rubylib_len;
+    uint32_t max_streams; /* the stream table's size (ids' low 32 bits index it) */
+    uint64_t window;      /* response bytes in flight per stream */
+} rv_config;
+
+/* What the VM thread reports about itself, read by Go at any time. */
+typedef struct rv_vm_stats {
+    uint64_t busy_ns;         /* time the VM thread spent outside its wait, up to
+                                 its last wait */
+    uint64_t awake_since;     /* CLOCK_MONOTONIC ns when it last woke; 0 while it waits */
+    uint64_t lag_ns;          /* how late the loop's last 250 ms tick fired */
+    uint64_t running_since;   /* CLOCK_MONOTONIC ns when Ruby code last got the
+                                 thread from the loop; 0 while the loop has it */
+    uint64_t running_stream;  /* the request whose fiber runs, or 0 */
+    uint64_t requests;        /* request fibers alive */
+    uint64_t fibers;          /* other fibers the scheduler runs (Fiber.schedule) */
+    uint64_t response_bytes;  /* response bytes sent to Go, not yet written */
+    uint64_t gc_count, gc_time_ns, heap_live_slots;
+    uint64_t offload_busy, offload_waiting;
+} rv_vm_stats;
+
+/* Go-facing API (rv_api.c). */
+int rv_start(const rv_config *cfg, char **error);
+void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
+               const void *data, size_t len);
+rv_msg *rv_out_poll(void);
+int rv_out_fd(void);
+int rv_join(void);
+void rv_msg_free(rv_msg *m);
+void rv_release_memory(void);
+void rv_read_stats(rv_vm_stats *out);
+void rv_stall_check(uint64_t since);
+void rv_cancel(uint64_t stream, uint32_t flags);
+void rv_interrupt_request(uint64_t stream, uint32_t reason);
+uint64_t rv_monotonic_ns(void);
+const char *rv_ruby_version(void);
+const char *rv_ruby_platform(void);
+const char *rv_built_abi(void);
+
+#endif

@@ -1,0 +1,181 @@
+// Code generated from internal/vm/wire.h by gen_test.go; DO NOT EDIT.
+
+package wire
+
+const (
+	// a new request: payload is a request head; aux is the app id
+	InRequest = 1
+	// request body bytes
+	InBody = 2
+	// request body complete; flags say how it ended
+	InBodyEnd = 3
+	// the client took aux response bytes: open the window
+	InCredit = 4
+	// the client went away (RV_FLAG_MALFORMED: its body was malformed)
+	InCancel = 5
+	// the response was written (flags: RV_FLAG_ERROR if not)
+	InDone = 6
+	// control: load a rackup; payload is strings: rackup, environment, clusters
+	InLoadApp = 7
+	// control: drop app aux once its requests end
+	InUnloadApp = 8
+	// control: leave the loop and shut the VM down
+	InStop = 9
+	// the outcome of upstream call aux: an upstream reply
+	InUpstreamReply = 10
+	// raise in request stream's fiber (0: every request); aux: RV_INTR_*
+	InInterrupt = 11
+)
+
+const (
+	// status (aux) and a response head, then maybe body bytes
+	OutHead = 32
+	// response body bytes
+	OutData = 33
+	// a response head whose body is the file it carries (aux: status)
+	OutFile = 34
+	// the body failed after the head went out: cut it
+	OutReset = 35
+	// nothing but flags (RV_FLAG_END / RV_FLAG_FINAL)
+	OutEnd = 36
+	// a log entry: flags is the level; payload is strings: message, then name/value pairs
+	OutLog = 37
+	// reply to a control message; aux is its result, payload a text
+	OutReply = 38
+	// the app took aux request body bytes: Go may read on
+	OutCredit = 39
+	// call an upstream cluster; aux is the call id; payload an upstream call
+	OutUpstream = 40
+	// the caller of upstream call aux stopped waiting
+	OutUpstreamCancel = 41
+)
+
+const (
+	// out: the response is complete
+	FlagEnd = 1
+	// out: the VM is done with this stream
+	FlagFinal = 2
+	// out: send RV_IN_DONE once the response is written
+	FlagWantDone = 4
+	// in: the body or the write failed
+	FlagError = 8
+	// in: the body went over the max body size
+	FlagTooLarge = 16
+	// in (upstream reply): the call failed; payload says why
+	FlagFailed    = 32
+	FlagMalformed = 64
+)
+
+const (
+	// it ran past its request timeout: Ruvoy::RequestTimeout
+	IntrTimeout = 1
+	// the stop's grace period is over: Ruvoy::Shutdown
+	IntrShutdown = 2
+	// Ruby code gave the exception (Rack::Timeout)
+	IntrRuby = 3
+	IntrExit = 4
+)
+
+const (
+	LogDebug = 0
+	LogInfo  = 1
+	LogWarn  = 2
+	LogError = 3
+)
+
+const (
+	// arrived over TLS
+	ReqTLS = 1
+	// a body follows in RV_IN_BODY messages
+	ReqBody = 2
+	// request target was "*" (OPTIONS *)
+	ReqAsterisk = 4
+	// method is HEAD: no body is sent
+	ReqHead = 8
+)
+
+const (
+	// u8
+	ReqFlagsAt = 0
+	// u32
+	ReqWindowAt = 4
+	// the first field
+	ReqFieldsAt = 8
+)
+
+const (
+	FieldMethod = 0
+	// PATH_INFO, still escaped
+	FieldPath  = 1
+	FieldQuery = 2
+	// REQUEST_URI
+	FieldURI        = 3
+	FieldServerName = 4
+	FieldServerPort = 5
+	FieldProtocol   = 6
+	FieldRemoteAddr = 7
+	// absent without one
+	FieldContentLength = 8
+	// absent without one
+	FieldContentType = 9
+	// JSON for env["ruvoy.context"]; absent unless the app asked
+	FieldContext = 10
+	FieldCount   = 11
+)
+
+const (
+	// i64
+	RespLengthAt = 0
+	// i32
+	RespFDAt = 8
+	// u16
+	RespCountAt   = 12
+	RespHeadersAt = 14
+)
+
+const (
+	// What rack.input keeps in memory for rewind before it moves to a file (lib/ruvoy/input.rb reads Ruvoy::REWIND_IN_MEMORY); the body budget counts it.
+	RewindInMemory = 131072
+)
+
+const Absent = 4294967295
+
+// HeaderNames are the request headers with a code: their index.
+var HeaderNames = [...]string{
+	"",
+	"Accept",
+	"Accept-Charset",
+	"Accept-Encoding",
+	"Accept-Language",
+	"Authorization",
+	"Cache-Control",
+	"Connection",
+	"Cookie",
+	"Dnt",
+	"Host",
+	"If-Modified-Since",
+	"If-None-Match",
+	"Keep-Alive",
+	"Origin",
+	"Pragma",
+	"Range",
+	"Referer",
+	"Sec-Ch-Ua",
+	"Sec-Ch-Ua-Mobile",
+	"Sec-Ch-Ua-Platform",
+	"Sec-Fetch-Dest",
+	"Sec-Fetch-Mode",
+	"Sec-Fetch-Site",
+	"Sec-Fetch-User",
+	"Te",
+	"Upgrade",
+	"Upgrade-Insecure-Requests",
+	"User-Agent",
+	"Via",
+	"X-Csrf-Token",
+	"X-Forwarded-For",
+	"X-Forwarded-Host",
+	"X-Forwarded-Proto",
+	"X-Request-Id",
+	"X-Requested-With",
+}
