@@ -3,6 +3,7 @@ package ruvoycaddy
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -30,8 +31,8 @@ func init() {
 //	    request_timeout <duration>
 //	    stall_warn      <duration>
 //	    vm_hold_limit   <duration>
-//	    max_inflight_body_size <size>
-//	    max_body_size   <size>
+//	    max_inflight_body_bytes <size>
+//	    max_body_bytes  <size>
 //	    request_window  <size>
 //	    response_window <size>
 //	    sendfile_dirs   <dir...>
@@ -104,7 +105,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				v := caddy.Duration(dur)
 				h.StallWarn = &v
 			}
-		case "max_body_size", "request_window", "response_window", "max_inflight_body_size":
+		case "max_body_size", "max_inflight_body_size":
+			// One name per setting, as in the JSON config and the flags.
+			return d.Errf("%s is now called %s_bytes", d.Val(), strings.TrimSuffix(d.Val(), "_size"))
+		case "max_body_bytes", "request_window", "response_window", "max_inflight_body_bytes":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -114,11 +118,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("%s: %v", option, err)
 			}
 			switch option {
-			case "max_body_size":
+			case "max_body_bytes":
 				h.MaxBodyBytes = int64(n)
 			case "request_window":
 				h.RequestWindow = int64(n)
-			case "max_inflight_body_size":
+			case "max_inflight_body_bytes":
 				h.MaxInflightBodyBytes = int64(n)
 			default:
 				h.ResponseWindow = int64(n)
@@ -176,7 +180,7 @@ func (h *Handler) parseContext(d *caddyfile.Dispenser) error {
 //	upstream {
 //	    clusters          <name...>
 //	    timeout           <duration>
-//	    max_response_size <size>
+//	    max_response_bytes <size>
 //	}
 func (h *Handler) parseUpstream(d *caddyfile.Dispenser) error {
 	u := &UpstreamConfig{}
@@ -195,12 +199,14 @@ func (h *Handler) parseUpstream(d *caddyfile.Dispenser) error {
 			}
 			u.TimeoutMS = int(dur.Milliseconds())
 		case "max_response_size":
+			return d.Errf("max_response_size is now called max_response_bytes")
+		case "max_response_bytes":
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			n, err := humanize.ParseBytes(d.Val())
 			if err != nil {
-				return d.Errf("max_response_size: %v", err)
+				return d.Errf("max_response_bytes: %v", err)
 			}
 			u.MaxResponseBytes = int64(n)
 		default:

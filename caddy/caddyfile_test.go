@@ -1,0 +1,37 @@
+package ruvoycaddy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// The Caddyfile names each setting as the JSON config does; the earlier
+// spellings are refused with the name to use.
+func TestCaddyfileSizeNames(t *testing.T) {
+	var h Handler
+	d := caddyfile.NewTestDispenser(`ruvoy config.ru {
+		max_body_bytes 1MB
+		max_inflight_body_bytes 64MiB
+		upstream {
+			max_response_bytes 2MB
+		}
+	}`)
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if h.MaxBodyBytes != 1000000 || h.MaxInflightBodyBytes != 64<<20 || h.Upstream == nil || h.Upstream.MaxResponseBytes != 2000000 {
+		t.Fatalf("read %+v", h)
+	}
+	for old, name := range map[string]string{
+		"max_body_size 1MB":                      "max_body_bytes",
+		"max_inflight_body_size 1MB":             "max_inflight_body_bytes",
+		"upstream {\n max_response_size 1MB\n }": "max_response_bytes",
+	} {
+		err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + old + "\n}"))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%q: %v, want an error naming %s", old, err, name)
+		}
+	}
+}
