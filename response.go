@@ -96,6 +96,8 @@ func (rs *responder) handle(m *vm.Msg) error {
 		if err := rs.writeBody(p); err != nil {
 			return err
 		}
+	case wire.OutEarlyHints:
+		rs.earlyHints(p)
 	case wire.OutReset:
 		if rs.pending || !rs.wroteHead {
 			// Nothing went to the client yet: a clean 500 instead of a

@@ -86,6 +86,7 @@ static int boot_ruby_side(void)
     rv_env_init();
     rv_loop_init(&config);
     rv_interrupt_init();
+    rv_early_hints_init();
     rv_gc_clock_init();
     rv_scheduler_install();
     return 1;

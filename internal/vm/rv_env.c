@@ -19,8 +19,8 @@ static VALUE k_method, k_script_name, k_path_info, k_query, k_uri, k_server_name
     k_server_port, k_protocol, k_remote_addr, k_content_length, k_content_type,
     k_version, k_url_scheme, k_input, k_errors, k_multithread, k_multiprocess,
     k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software, k_context, k_upstream,
-    k_http_version;
-static VALUE cContext, cUpstream;
+    k_http_version, k_early_hints;
+static VALUE cContext, cUpstream, v_early_hints;
 static VALUE v_empty, v_http, v_https, v_software, v_version, v_asterisk = Qundef;
 static VALUE methods[8], protocols[4];
 
@@ -70,6 +70,9 @@ void rv_env_init(void)
     k_response_finished = key("rack.response_finished");
     k_context = key("ruvoy.context");
     k_upstream = key("ruvoy.upstream");
+    k_early_hints = key("rack.early_hints");
+    v_early_hints = rb_const_get(rv_mRuvoy, rb_intern("EARLY_HINTS"));
+    rb_gc_register_mark_object(v_early_hints);
     cContext = rb_const_get(rv_mRuvoy, rb_intern("Context"));
     cUpstream = rb_const_get(rv_mRuvoy, rb_intern("Upstream"));
     rb_gc_register_mark_object(cContext);
@@ -121,7 +124,7 @@ VALUE rv_env_build(rv_stream *s)
     const long *fl = h.field_len;
 
     VALUE env = rb_hash_new();
-    VALUE kv[2 * BATCH + 2 * 26];
+    VALUE kv[2 * BATCH + 2 * 32]; /* the pairs before the headers: 26 at most */
     long n = 0;
     PUT(k_method, shared(methods, 8, fp[RV_FIELD_METHOD], fl[RV_FIELD_METHOD]));
     PUT(k_script_name, v_empty);
@@ -156,6 +159,7 @@ VALUE rv_env_build(rv_stream *s)
     PUT(k_hijackp, Qfalse);
     PUT(k_after_reply, rb_ary_new());
     PUT(k_response_finished, rb_ary_new());
+    PUT(k_early_hints, v_early_hints);
     if (fp[RV_FIELD_CONTEXT])
         PUT(k_context, rb_class_new_instance(1, (VALUE[]){rb_str_new(fp[RV_FIELD_CONTEXT], fl[RV_FIELD_CONTEXT])}, cContext));
     VALUE clusters = rb_ary_entry(L->app_clusters, (long)s->request->aux - 1);

@@ -194,6 +194,7 @@ void rv_stream_init(void);
 void rv_interrupt_deliver(rv_msg *m);
 int rv_interrupted(rv_stream *s, VALUE exc);
 void rv_interrupt_init(void);
+void rv_early_hints_init(void);
 void rv_request_start(rv_msg *m);
 void rv_stream_deliver(rv_msg *m);
 VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));

@@ -56,6 +56,7 @@ enum {
     RV_OUT_CREDIT,    /* the app took aux request body bytes: Go may read on */
     RV_OUT_UPSTREAM,  /* call an upstream cluster; aux is the call id; payload an upstream call */
     RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
+    RV_OUT_EARLY_HINTS, /* send a 103 before the head; payload is strings: name/value pairs */
 };
 
 /* Message flags. */

@@ -48,6 +48,8 @@ const (
 	OutUpstream = 40
 	// the caller of upstream call aux stopped waiting
 	OutUpstreamCancel = 41
+	// send a 103 before the head; payload is strings: name/value pairs
+	OutEarlyHints = 42
 )
 
 const (

@@ -1,0 +1,26 @@
+# The Rack and Rails conventions users reach for first (conventions_test.go).
+require "rack/lint"
+
+use Rack::Lint
+
+run lambda { |env|
+  case env["PATH_INFO"]
+  when "/hints"
+    env["rack.early_hints"].call("Link" => "</style.css>; rel=preload; as=style\n</app.js>; rel=preload; as=script")
+    [200, { "content-type" => "text/plain", "link" => "</final>" }, ["hinted\n"]]
+  when "/hints/late"
+    body = Enumerator.new do |y|
+      y << "a"
+      env["rack.early_hints"].call("Link" => "</late.css>; rel=preload")
+      y << "b"
+    end
+    [200, { "content-type" => "text/plain" }, body]
+  when "/hints/bad"
+    env["rack.early_hints"].call("Bad Name" => "x")
+    [200, { "content-type" => "text/plain" }, ["not reached\n"]]
+  when "/raise"
+    raise ArgumentError, "conventions: the app failed here"
+  else
+    [404, { "content-type" => "text/plain" }, ["not found\n"]]
+  end
+}

@@ -1,0 +1,74 @@
+package test
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// getWith1xx GETs path and returns the 1xx answers before the response.
+func getWith1xx(t *testing.T, c *http.Client, url string) (hints []textproto.MIMEHeader, res response) {
+	t.Helper()
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		if code == http.StatusEarlyHints {
+			hints = append(hints, h)
+		}
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return hints, response{r.StatusCode, r.Header, string(b)}
+}
+
+// env["rack.early_hints"] sends a 103 with the app's Link lines before the
+// response, over HTTP/1.1 and HTTP/2; the hints are not the response's
+// headers; none goes to an HTTP/1.0 client or once the response began.
+func TestConventionsEarlyHints(t *testing.T) {
+	s := start(t, "--h2c", app("conventions.ru"))
+	h2 := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	for name, c := range map[string]*http.Client{"HTTP/1.1": client, "HTTP/2": h2} {
+		hints, res := getWith1xx(t, c, s.url+"/hints")
+		equal(t, name+" hints", len(hints), 1)
+		equal(t, name+" Link lines", strings.Join(hints[0]["Link"], " | "),
+			"</style.css>; rel=preload; as=style | </app.js>; rel=preload; as=script")
+		equal(t, name+" status", res.status, 200)
+		equal(t, name+" body", res.body, "hinted\n")
+		equal(t, name+" final Link", strings.Join(res.header["Link"], " | "), "</final>")
+
+		hints, res = getWith1xx(t, c, s.url+"/hints/late")
+		equal(t, name+" late hints", len(hints), 0)
+		equal(t, name+" late body", res.body, "ab")
+	}
+
+	raw := s.raw(t, "GET /hints HTTP/1.0\r\nHost: x\r\n\r\n")
+	if !strings.HasPrefix(raw, "HTTP/1.0 200 OK\r\n") || strings.Contains(raw, "103") || strings.Contains(raw, "style.css") {
+		t.Fatalf("an HTTP/1.0 client got:\n%s", raw)
+	}
+
+	// A header name that is not a token is the app's error: 500, logged.
+	hints, res := getWith1xx(t, client, s.url+"/hints/bad")
+	equal(t, "bad hints", len(hints), 0)
+	equal(t, "bad hints status", res.status, 500)
+	eventually(t, 10*time.Second, "the app's error logged", func() bool { return strings.Contains(s.stderr.String(), "is not a token") })
+	equal(t, "after a bad hint", s.get(t, "/hints").body, "hinted\n")
+}
