@@ -72,3 +72,21 @@ func TestConventionsEarlyHints(t *testing.T) {
 	eventually(t, 10*time.Second, "the app's error logged", func() bool { return strings.Contains(s.stderr.String(), "is not a token") })
 	equal(t, "after a bad hint", s.get(t, "/hints").body, "hinted\n")
 }
+
+// In development an exception shows its class, message and backtrace, as
+// under rackup and Puma; in any other environment a bare 500.
+func TestConventionsDevelopmentErrors(t *testing.T) {
+	dev := start(t, "-e", "development", app("conventions.ru"))
+	res := dev.do(t, "GET", "/raise", nil, "Accept", "text/plain")
+	equal(t, "development status", res.status, 500)
+	mustContain(t, "development body", res.body, "ArgumentError: conventions: the app failed here")
+	mustContain(t, "development backtrace", res.body, "conventions.ru:")
+	res = dev.do(t, "GET", "/raise", nil, "Accept", "text/html")
+	mustContain(t, "development page", res.body, "<html")
+	equal(t, "development, no error", dev.get(t, "/hints").body, "hinted\n")
+
+	prod := start(t, "-e", "production", app("conventions.ru"))
+	res = prod.get(t, "/raise")
+	equal(t, "production status", res.status, 500)
+	equal(t, "production body", res.body, "Internal Server Error\n")
+}

@@ -17,6 +17,11 @@ module Ruvoy
     app = built.is_a?(Array) && built.size == 2 && built[1].is_a?(Hash) ? built[0] : built
     raise BootError, "#{path} did not build a Rack app (got #{app.inspect})" unless app.respond_to?(:call)
 
+    # In development an exception shows its class, message and backtrace to
+    # the client (HTML to a browser, text otherwise), as under rackup and
+    # Puma. Rails answers with its own page before this one sees anything.
+    app = Rack::ShowExceptions.new(app) if ENV["RACK_ENV"] == "development"
+
     RailsSupport.install
     RackTimeout.install
     app
