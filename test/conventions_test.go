@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +90,24 @@ func TestConventionsDevelopmentErrors(t *testing.T) {
 	res = prod.get(t, "/raise")
 	equal(t, "production status", res.status, 500)
 	equal(t, "production body", res.body, "Internal Server Error\n")
+}
+
+// `ruvoy help` is ruvoy's usage (Caddy's subcommands still get theirs) and
+// `ruvoy version` ruvoy's versions, not "no rackup file at ./help".
+func TestConventionsHelpAndVersion(t *testing.T) {
+	out, err := exec.Command(binary(t), "help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ruvoy help: %v\n%s", err, out)
+	}
+	mustContain(t, "ruvoy help", string(out), "Usage: ruvoy [options] [config.ru]")
+	out, err = exec.Command(binary(t), "help", "run").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ruvoy help run: %v\n%s", err, out)
+	}
+	mustContain(t, "ruvoy help run", string(out), "--config")
+	out, err = exec.Command(binary(t), "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ruvoy ") {
+		t.Fatalf("ruvoy version: %v\n%s", err, out)
+	}
+	mustContain(t, "ruvoy version", string(out), "caddy v")
 }

@@ -19,8 +19,18 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 {
+		switch os.Args[1] {
+		case "help": // Caddy's own help names caddy, not ruvoy's options
+			fmt.Print(usage)
+			fmt.Print("\nCaddy's commands: ruvoy help COMMAND (e.g. ruvoy help run).\n")
+			return
+		case "version":
+			os.Exit(serve([]string{"--version"}))
+		}
+	}
 	if len(os.Args) > 1 {
-		if _, ok := caddycmd.Commands()[os.Args[1]]; ok {
+		if _, ok := caddycmd.Commands()[os.Args[1]]; ok || os.Args[1] == "help" {
 			caddycmd.Main()
 			return
 		}

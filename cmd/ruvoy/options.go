@@ -66,8 +66,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
 config.ru defaults to ./config.ru.
 
 ruvoy is also Caddy with the ruvoy module built in: "ruvoy run --config
-Caddyfile", "ruvoy reload", "ruvoy list-modules", "ruvoy help" and the other
-Caddy subcommands work as in caddy.
+Caddyfile", "ruvoy reload", "ruvoy list-modules" and the other Caddy
+subcommands work as in caddy ("ruvoy help COMMAND" tells of each).
 `
 
 const usageHint = "Run 'ruvoy --help' for usage.\n"
