@@ -46,6 +46,7 @@ type Runtime struct {
 	apps      atomic.Int64 // apps loaded and not closed
 	stallWarn atomic.Int64 // time.Duration; see watchdog.go
 	holdLimit atomic.Int64 // time.Duration; see watchdog.go
+	lastBoot  atomic.Pointer[BootError]
 }
 
 type reply struct {
@@ -146,7 +147,9 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 	payload := wire.AppendLoadApp(nil, rackup, environment, clusters)
 	r := rt.control(wire.InLoadApp, 0, payload)
 	if r.result == 0 {
-		return nil, &BootError{Rackup: rackup, Message: r.text}
+		e := &BootError{Rackup: rackup, Message: r.text}
+		rt.lastBoot.Store(e)
+		return nil, e
 	}
 	rt.apps.Add(1)
 	return newApp(rt, r.result, o, dirs), nil
@@ -158,6 +161,11 @@ type BootError struct {
 	Rackup  string
 	Message string
 }
+
+// LastBootError is the last app that failed to load, or nil. Caddy flattens
+// a module's error into its own message; the command line prints Ruby's
+// error from here instead.
+func (rt *Runtime) LastBootError() *BootError { return rt.lastBoot.Load() }
 
 func (e *BootError) Error() string {
 	return fmt.Sprintf("loading %s: %s", e.Rackup, strings.TrimRight(e.Message, "\n"))

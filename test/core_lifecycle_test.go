@@ -35,8 +35,15 @@ func TestCoreBootErrors(t *testing.T) {
 			if strings.Contains(s.stdout.String(), "serving") {
 				t.Fatalf("it said it was serving:\n%s", s.stdout)
 			}
-			if c.rackup != "apps/boot_syntax.ru" && !strings.Contains(c.rackup, "no_such") {
+			if c.rackup != "apps/boot_syntax.ru" && !strings.Contains(c.rackup, "no_such") && !strings.Contains(c.rackup, "notapp") {
 				mustContain(t, "backtrace", s.stderr.String(), filepath.Base(c.rackup)+":")
+			}
+			if !strings.Contains(c.rackup, "no_such_file") {
+				// Ruby's error, not Caddy's chain of what it provisioned.
+				mustContain(t, "stderr", s.stderr.String(), "ruvoy: "+c.rackup+" failed to load:\n")
+				if strings.Contains(s.stderr.String(), "provision") {
+					t.Fatalf("stderr has Caddy's provisioning chain:\n%s", s.stderr)
+				}
 			}
 		})
 	}

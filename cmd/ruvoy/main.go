@@ -77,15 +77,17 @@ func serve(args []string) int {
 		return 1
 	}
 	os.Setenv("RACK_ENV", opts.environment)
-	if _, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest}); err != nil {
+	rt, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest})
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
 		return 1
 	}
 	caddy.TrapSignals()
 	if err := caddy.Load(cfg, true); err != nil {
-		var boot *ruvoy.BootError
-		if errors.As(err, &boot) {
-			fmt.Fprintf(os.Stderr, "ruvoy: %s failed to load:\n%s", boot.Rackup, boot.Message)
+		// Ruby's error first: Caddy's chain of what it was provisioning
+		// says nothing a user needs.
+		if boot := rt.LastBootError(); boot != nil {
+			fmt.Fprintf(os.Stderr, "ruvoy: %s failed to load:\n%s", opts.rackupArg, boot.Message)
 		} else {
 			fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		}

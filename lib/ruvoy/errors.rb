@@ -16,6 +16,10 @@ module Ruvoy
 
   # What a boot failure prints: the error and its backtrace, as ruby would.
   def self.describe_boot_error(exception)
+    # ruvoy's own refusal (no rackup, not an app) has no backtrace worth
+    # showing: its frames are ruvoy's.
+    return "#{exception.message}\n" if exception.is_a?(BootError)
+
     exception.full_message(highlight: false, order: :top)
   end
 end
