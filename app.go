@@ -39,6 +39,12 @@ type AppOptions struct {
 	// ClientIP names the client for REMOTE_ADDR (Caddy passes its client_ip,
 	// which honours trusted proxies); nil uses the connection's address.
 	ClientIP func(*http.Request) string
+	// ScriptName gives SCRIPT_NAME: where a server in front mounted the
+	// app, the part of the path it stripped (Caddy's handle_path).
+	ScriptName func(*http.Request) string
+	// RemoteUser gives REMOTE_USER: the user a server in front
+	// authenticated (Caddy's basic_auth), or "".
+	RemoteUser func(*http.Request) string
 }
 
 const (
@@ -160,7 +166,14 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		context = a.opts.Context.contextJSON(r)
 	}
 	trusted := a.opts.Trusted != nil && a.opts.Trusted(r)
-	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context)
+	var mounted headMount
+	if a.opts.ScriptName != nil {
+		mounted.scriptName = a.opts.ScriptName(r)
+	}
+	if a.opts.RemoteUser != nil {
+		mounted.remoteUser = a.opts.RemoteUser(r)
+	}
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context, mounted)
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)

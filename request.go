@@ -20,7 +20,7 @@ var forwardedHeaders = map[string]bool{
 // encodeHead appends the wire.InRequest payload for r (a request head,
 // internal/vm/wire.h). trusted says r came from a trusted proxy (see
 // AppOptions.Trusted).
-func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body bool, window uint32, context []byte) ([]byte, bool) {
+func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body bool, window uint32, context []byte, m headMount) ([]byte, bool) {
 	if trusted && !tls {
 		tls = strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	}
@@ -73,6 +73,12 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body
 	} else {
 		b = wire.AppendAbsent(b)
 	}
+	b = wire.AppendString(b, m.scriptName)
+	if m.remoteUser != "" {
+		b = wire.AppendString(b, m.remoteUser)
+	} else {
+		b = wire.AppendAbsent(b)
+	}
 
 	b, countAt := wire.AppendHeaderCount(b)
 	count := 0
@@ -91,6 +97,10 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body
 	}
 	return b, wire.PutHeaderCount(b, countAt, count)
 }
+
+// headMount is what a server in front of the app says of a request:
+// SCRIPT_NAME and REMOTE_USER.
+type headMount struct{ scriptName, remoteUser string }
 
 // putHeader appends one env entry: repeated values joined with ", ", or
 // with "; " for Cookie, as the SPEC's CGI rules say.

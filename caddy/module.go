@@ -179,6 +179,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		RequestWindow:        h.RequestWindow,
 		ResponseWindow:       h.ResponseWindow,
 		ClientIP:             clientIP,
+		ScriptName:           scriptName,
+		RemoteUser:           remoteUser,
 		Trusted:              trustedProxy,
 		SendfileDirs:         h.SendfileDirs,
 	}
@@ -316,6 +318,37 @@ func trustedProxy(r *http.Request) bool {
 func clientIP(r *http.Request) string {
 	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
 	return ip
+}
+
+// scriptName is the part of the path a rewrite in front of the handler
+// stripped (handle_path, uri strip_prefix): where the app is mounted. A
+// rewrite that replaced the path, rather than cut a prefix, mounts nothing.
+func scriptName(r *http.Request) string {
+	orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
+	if !ok || orig.URL == nil {
+		return ""
+	}
+	full, rest := orig.URL.EscapedPath(), r.URL.EscapedPath()
+	if full == rest || !strings.HasPrefix(rest, "/") {
+		return ""
+	}
+	if rest == "/" && !strings.HasSuffix(full, "/") {
+		return full // handle_path /app* asked for /app
+	}
+	if !strings.HasSuffix(full, rest) {
+		return ""
+	}
+	return full[:len(full)-len(rest)]
+}
+
+// remoteUser is the user Caddy's authentication (basic_auth) let in.
+func remoteUser(r *http.Request) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	user, _ := repl.GetString("http.auth.user.id")
+	return user
 }
 
 // Interface guards

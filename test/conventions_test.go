@@ -3,12 +3,15 @@ package test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +113,60 @@ func TestConventionsHelpAndVersion(t *testing.T) {
 		t.Fatalf("ruvoy version: %v\n%s", err, out)
 	}
 	mustContain(t, "ruvoy version", string(out), "caddy v")
+}
+
+// Under a Caddyfile, handle_path mounts the app at SCRIPT_NAME (so that it
+// builds its URLs with the prefix) and basic_auth's user is REMOTE_USER; a
+// client cannot claim one with a header.
+func TestConventionsMountAndRemoteUser(t *testing.T) {
+	hash, err := exec.Command(binary(t), "hash-password", "--plaintext", "secret").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	rackup, _ := filepath.Abs(app("conventions.ru"))
+	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+}
+http://:%s {
+	bind 127.0.0.1
+	basic_auth /private/* {
+		alice %s
+	}
+	handle_path /mounted/* {
+		ruvoy * %s
+	}
+	handle_path /private/* {
+		ruvoy * %s
+	}
+	handle {
+		ruvoy * %s
+	}
+}
+`, port, strings.TrimSpace(string(hash)), rackup, rackup, rackup)), 0o644)
+	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.waitReady(t)
+
+	base := "http://" + s.addr
+	equal(t, "at the root", s.get(t, "/whoami").body,
+		"SCRIPT_NAME= PATH_INFO=/whoami REMOTE_USER=(none) url="+base+"/whoami\n")
+	equal(t, "mounted", s.get(t, "/mounted/whoami").body,
+		"SCRIPT_NAME=/mounted PATH_INFO=/whoami REMOTE_USER=(none) url="+base+"/mounted/whoami\n")
+	equal(t, "a claimed user", s.do(t, "GET", "/whoami", nil, "Remote-User", "mallory").body,
+		"SCRIPT_NAME= PATH_INFO=/whoami REMOTE_USER=(none) url="+base+"/whoami\n")
+	equal(t, "no credentials", s.get(t, "/private/whoami").status, 401)
+
+	req, _ := http.NewRequest("GET", base+"/private/whoami", nil)
+	req.SetBasicAuth("alice", "secret")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	equal(t, "authenticated", string(body),
+		"SCRIPT_NAME=/private PATH_INFO=/whoami REMOTE_USER=alice url="+base+"/private/whoami\n")
 }

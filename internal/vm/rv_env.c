@@ -19,7 +19,7 @@ static VALUE k_method, k_script_name, k_path_info, k_query, k_uri, k_server_name
     k_server_port, k_protocol, k_remote_addr, k_content_length, k_content_type,
     k_version, k_url_scheme, k_input, k_errors, k_multithread, k_multiprocess,
     k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software, k_context, k_upstream,
-    k_http_version, k_early_hints;
+    k_http_version, k_early_hints, k_remote_user;
 static VALUE cContext, cUpstream, v_early_hints;
 static VALUE v_empty, v_http, v_https, v_software, v_version, v_asterisk = Qundef;
 static VALUE methods[8], protocols[4];
@@ -71,6 +71,7 @@ void rv_env_init(void)
     k_context = key("ruvoy.context");
     k_upstream = key("ruvoy.upstream");
     k_early_hints = key("rack.early_hints");
+    k_remote_user = key("REMOTE_USER");
     v_early_hints = rb_const_get(rv_mRuvoy, rb_intern("EARLY_HINTS"));
     rb_gc_register_mark_object(v_early_hints);
     cContext = rb_const_get(rv_mRuvoy, rb_intern("Context"));
@@ -124,10 +125,10 @@ VALUE rv_env_build(rv_stream *s)
     const long *fl = h.field_len;
 
     VALUE env = rb_hash_new();
-    VALUE kv[2 * BATCH + 2 * 32]; /* the pairs before the headers: 26 at most */
+    VALUE kv[2 * BATCH + 2 * 32]; /* the pairs before the headers: 27 at most */
     long n = 0;
     PUT(k_method, shared(methods, 8, fp[RV_FIELD_METHOD], fl[RV_FIELD_METHOD]));
-    PUT(k_script_name, v_empty);
+    PUT(k_script_name, fl[RV_FIELD_SCRIPT_NAME] > 0 ? rb_str_new(fp[RV_FIELD_SCRIPT_NAME], fl[RV_FIELD_SCRIPT_NAME]) : v_empty);
     if (flags & RV_REQ_ASTERISK)
         PUT(k_path_info, rb_str_dup(v_asterisk));
     else
@@ -142,6 +143,8 @@ VALUE rv_env_build(rv_stream *s)
      * and apps read (Sinatra picks 303 or 302 by it). */
     PUT(k_http_version, protocol);
     PUT(k_remote_addr, rb_interned_str(fp[RV_FIELD_REMOTE_ADDR], fl[RV_FIELD_REMOTE_ADDR]));
+    if (fp[RV_FIELD_REMOTE_USER])
+        PUT(k_remote_user, rb_str_new(fp[RV_FIELD_REMOTE_USER], fl[RV_FIELD_REMOTE_USER]));
     if (fp[RV_FIELD_CONTENT_LENGTH])
         PUT(k_content_length, rb_str_new(fp[RV_FIELD_CONTENT_LENGTH], fl[RV_FIELD_CONTENT_LENGTH]));
     if (fp[RV_FIELD_CONTENT_TYPE])

@@ -119,6 +119,8 @@ enum {
     RV_FIELD_CONTENT_LENGTH, /* absent without one */
     RV_FIELD_CONTENT_TYPE,   /* absent without one */
     RV_FIELD_CONTEXT,        /* JSON for env["ruvoy.context"]; absent unless the app asked */
+    RV_FIELD_SCRIPT_NAME,    /* where a server in front mounted the app; empty: at the root */
+    RV_FIELD_REMOTE_USER,    /* the user a server in front authenticated; absent without one */
     RV_FIELD_COUNT
 };
 

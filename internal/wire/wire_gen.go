@@ -122,7 +122,11 @@ const (
 	FieldContentType = 9
 	// JSON for env["ruvoy.context"]; absent unless the app asked
 	FieldContext = 10
-	FieldCount   = 11
+	// where a server in front mounted the app; empty: at the root
+	FieldScriptName = 11
+	// the user a server in front authenticated; absent without one
+	FieldRemoteUser = 12
+	FieldCount      = 13
 )
 
 const (

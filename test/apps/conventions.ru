@@ -18,6 +18,11 @@ run lambda { |env|
   when "/hints/bad"
     env["rack.early_hints"].call("Bad Name" => "x")
     [200, { "content-type" => "text/plain" }, ["not reached\n"]]
+  when "/whoami"
+    req = Rack::Request.new(env)
+    text = "SCRIPT_NAME=#{env["SCRIPT_NAME"]} PATH_INFO=#{env["PATH_INFO"]} " \
+           "REMOTE_USER=#{env.fetch("REMOTE_USER", "(none)")} url=#{req.url}\n"
+    [200, { "content-type" => "text/plain" }, [text]]
   when "/raise"
     raise ArgumentError, "conventions: the app failed here"
   else
