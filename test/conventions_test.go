@@ -12,7 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,4 +172,96 @@ http://:%s {
 	res.Body.Close()
 	equal(t, "authenticated", string(body),
 		"SCRIPT_NAME=/private PATH_INFO=/whoami REMOTE_USER=alice url="+base+"/private/whoami\n")
+}
+
+// -p 0 names the port the kernel picked; --pidfile holds the process id
+// while it serves and goes with it.
+func TestConventionsPortZeroAndPidfile(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "ruvoy.pid")
+	s := launch(t, "0", "-p", "0", "--pidfile", pidfile, app("conventions.ru"))
+	var addr string
+	eventually(t, 60*time.Second, "the banner", func() bool {
+		m := regexp.MustCompile(`serving \S+ on http://(127\.0\.0\.1:(\d+))\n`).FindStringSubmatch(s.stdout.String())
+		if m == nil || m[2] == "0" {
+			return false
+		}
+		addr = m[1]
+		return true
+	})
+	res, err := client.Get("http://" + addr + "/whoami")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	equal(t, "status on the port named", res.StatusCode, 200)
+	pid, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "pidfile", strings.TrimSpace(string(pid)), strconv.Itoa(s.cmd.Process.Pid))
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	equal(t, "exit", s.wait(t, 30*time.Second), 0)
+	if _, err := os.Stat(pidfile); !os.IsNotExist(err) {
+		t.Fatalf("the pidfile outlived the process: %v", err)
+	}
+}
+
+// -a unix:///PATH serves on a unix socket a proxy's group may reach; -a
+// fd/3 on a socket handed over, as systemd's socket activation does.
+func TestConventionsUnixSocketAndFd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "app.sock")
+	s := launch(t, "0", "-a", "unix://"+sock, app("conventions.ru"))
+	unixClient := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	var res *http.Response
+	eventually(t, 60*time.Second, "the socket answers", func() bool {
+		var err error
+		res, err = unixClient.Get("http://app/whoami")
+		return err == nil
+	})
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	mustContain(t, "over the socket", string(body), "PATH_INFO=/whoami")
+	mustContain(t, "banner", s.stdout.String(), "on unix://"+sock+"\n")
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "socket mode", fi.Mode().Perm(), os.FileMode(0o660))
+	// A large upload over the socket goes through the same guard.
+	big := strings.Repeat("x", 1<<20)
+	res, err = unixClient.Post("http://app/whoami", "text/plain", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	equal(t, "upload over the socket", res.StatusCode, 200)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := l.(*net.TCPListener).File()
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	fd := &server{t: t, addr: addr, url: "http://" + addr, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	fd.cmd = exec.Command(binary(t), "-a", "fd/3", app("conventions.ru"))
+	fd.cmd.ExtraFiles = []*os.File{f}
+	fd.cmd.Stdout, fd.cmd.Stderr = fd.stdout, fd.stderr
+	fd.cmd.Env = append(os.Environ(), "RACK_ENV=test")
+	if err := fd.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	go func() { fd.err = fd.cmd.Wait(); close(fd.done) }()
+	t.Cleanup(func() { fd.stop() })
+	fd.waitReady(t)
+	mustContain(t, "over the handed-over socket", fd.get(t, "/whoami").body, "PATH_INFO=/whoami")
+
+	out, _ := exec.Command(binary(t), "-a", "unix:///tmp/x.sock", "-p", "80", app("conventions.ru")).CombinedOutput()
+	mustContain(t, "unix socket with a port", string(out), "exclude each other")
 }

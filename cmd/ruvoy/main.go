@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/ruvoy/ruvoy"
@@ -93,8 +95,34 @@ func serve(args []string) int {
 		}
 		return 1
 	}
+	if opts.port == "0" && opts.socket == "" {
+		opts.port = boundPort(opts.port)
+	}
+	if opts.pidfile != "" {
+		if err := caddy.PIDFile(opts.pidfile); err != nil { // Caddy removes it as it exits
+			fmt.Fprintf(os.Stderr, "ruvoy: --pidfile: %v\n", err)
+			return 1
+		}
+	}
 	fmt.Printf("%s: serving %s on %s\n", versionLine(), opts.rackupArg, opts.url())
 	select {} // signals end the process (caddy.TrapSignals)
+}
+
+// boundPort is the port the server listens on (-p 0 lets the kernel pick
+// one), or fallback when it cannot be told.
+func boundPort(fallback string) string {
+	app, err := caddy.ActiveContext().App("http")
+	if err != nil {
+		return fallback
+	}
+	for _, srv := range app.(*caddyhttp.App).Servers {
+		for _, l := range srv.Listeners() {
+			if a, ok := l.Addr().(*net.TCPAddr); ok {
+				return strconv.Itoa(a.Port)
+			}
+		}
+	}
+	return fallback
 }
 
 // checkPortFree refuses a port another process serves. Caddy's listeners
@@ -103,8 +131,8 @@ func serve(args []string) int {
 // serving old code); --reuse-port asks for exactly that, for an
 // overlapping restart.
 func checkPortFree(o *options) error {
-	if o.reusePort || o.port == "0" {
-		return nil
+	if o.reusePort || o.port == "0" || o.socket != "" {
+		return nil // a unix socket in use makes Caddy fail clearly
 	}
 	l, err := net.Listen("tcp", o.listen())
 	if errors.Is(err, syscall.EADDRINUSE) {

@@ -14,7 +14,9 @@ import (
 
 const usage = `Usage: ruvoy [options] [config.ru]
     -p, --port PORT          Listen on PORT (default 8080, or $PORT when set)
-    -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1)
+    -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1); unix:///PATH listens on a
+                             unix socket (mode 0660; unix:///PATH|0666 to choose), fd/N on
+                             descriptor N (systemd socket activation)
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
         --tls-cert FILE      Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN, and HTTP/3 on the same
         --tls-key FILE       port) with this certificate and key (PEM)
@@ -55,6 +57,7 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Answer 408 to request bodies that arrive slower than BYTES a
                              second, after a first minute (default 1024; 0: off)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
+        --pidfile FILE       Write the process id to FILE once serving (removed on exit)
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
         --access-log         Log every request (to stdout)
@@ -100,10 +103,18 @@ type options struct {
 	tlsInternal, context       bool
 	portGiven, addressGiven    bool
 	sendfileDirs               []string
+	pidfile                    string
+	socket                     string // a unix socket path or fd/N: the address is not host:port
 	trustedProxies             []string
 }
 
-func (o *options) listen() string { return net.JoinHostPort(o.address, o.port) }
+// listen is the address as Caddy reads it (unix//PATH, fd/N or host:port).
+func (o *options) listen() string {
+	if o.socket != "" {
+		return o.socket
+	}
+	return net.JoinHostPort(o.address, o.port)
+}
 
 // url is where the banner says the app is served.
 func (o *options) url() string {
@@ -113,6 +124,11 @@ func (o *options) url() string {
 			return "https://" + o.domain
 		}
 		return "https://" + net.JoinHostPort(o.domain, o.port)
+	case strings.HasPrefix(o.socket, "unix/"):
+		path, _, _ := strings.Cut(strings.TrimPrefix(o.socket, "unix/"), "|")
+		return "unix://" + path
+	case o.socket != "":
+		return o.socket
 	case o.tls():
 		return "https://" + o.listen()
 	}
@@ -162,6 +178,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		case "-a", "--address":
 			o.address, err = takeValue()
 			o.addressGiven = true
+		case "--pidfile", "--pid":
+			o.pidfile, err = takeValue()
 		case "--tls-cert":
 			o.tlsCert, err = takeValue()
 		case "--tls-key":
@@ -256,6 +274,16 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	if err := o.checkTLS(); err != nil {
 		return nil, err
 	}
+	if err := o.checkSocket(); err != nil {
+		return nil, err
+	}
+	if o.pidfile != "" {
+		abs, err := filepath.Abs(o.pidfile)
+		if err != nil {
+			return nil, err
+		}
+		o.pidfile = abs
+	}
 	if err := checkPort("port", o.port); err != nil {
 		return nil, err
 	}
@@ -293,6 +321,47 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// checkSocket reads an address that is not a host: unix:///PATH (as Puma
+// writes it, or unix/PATH, Caddy's form) and fd/N (a listening socket
+// handed over, as systemd's socket activation does: LISTEN_FDS names 3 and
+// up).
+func (o *options) checkSocket() error {
+	a := o.address
+	switch {
+	case strings.HasPrefix(a, "unix:"), strings.HasPrefix(a, "unix/"):
+		path := strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(a, "unix:"), "unix"), "/")
+		if path == "" {
+			return fmt.Errorf("--address %s: no socket path", a)
+		}
+		abs, err := filepath.Abs("/" + path)
+		if strings.HasPrefix(a, "unix:") && !strings.HasPrefix(a, "unix:/") {
+			abs, err = filepath.Abs(path) // unix:relative/path
+		}
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(abs, "|") {
+			abs += "|0660" // the owner and its group (a proxy's) may connect; Caddy's default is the owner only
+		}
+		o.socket = "unix/" + abs
+	case strings.HasPrefix(a, "fd/"), strings.HasPrefix(a, "fd://"):
+		n := strings.TrimPrefix(strings.TrimPrefix(a, "fd://"), "fd/")
+		if fd, err := strconv.Atoi(n); err != nil || fd < 3 {
+			return fmt.Errorf("--address %s: want fd/N with N a listening socket's descriptor, 3 or more", a)
+		}
+		o.socket = "fd/" + n
+	default:
+		return nil
+	}
+	switch {
+	case o.portGiven:
+		return fmt.Errorf("--port and --address %s exclude each other: the socket is the address", a)
+	case o.tls():
+		return fmt.Errorf("--address %s serves cleartext only; TLS belongs to the proxy in front", a)
+	}
+	return nil
 }
 
 // tls says whether the server speaks HTTPS.
