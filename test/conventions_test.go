@@ -265,3 +265,37 @@ func TestConventionsUnixSocketAndFd(t *testing.T) {
 	out, _ := exec.Command(binary(t), "-a", "unix:///tmp/x.sock", "-p", "80", app("conventions.ru")).CombinedOutput()
 	mustContain(t, "unix socket with a port", string(out), "exclude each other")
 }
+
+// `ruvoy reload` after an edit of the app's code, with the config file
+// unchanged, builds the app again (Caddy alone would say "config is
+// unchanged" and do nothing).
+func TestConventionsReloadAfterCodeChange(t *testing.T) {
+	dir := t.TempDir()
+	rackup := filepath.Join(dir, "config.ru")
+	write := func(v string) {
+		os.WriteFile(rackup, []byte(`run lambda { |env| [200, { "content-type" => "text/plain" }, ["`+v+`\n"]] }`+"\n"), 0o644)
+	}
+	write("v1")
+	port, adminPort := freePort(t), freePort(t)
+	caddyfile := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	admin 127.0.0.1:%s
+	auto_https off
+	persist_config off
+}
+http://:%s {
+	bind 127.0.0.1
+	ruvoy * %s
+}
+`, adminPort, port, rackup)), 0o644)
+	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.waitReady(t)
+	equal(t, "before", s.get(t, "/").body, "v1\n")
+	write("v2")
+	out, err := exec.Command(binary(t), "reload", "--config", caddyfile, "--adapter", "caddyfile",
+		"--address", "127.0.0.1:"+adminPort).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ruvoy reload: %v\n%s", err, out)
+	}
+	eventually(t, 10*time.Second, "the new code", func() bool { return s.get(t, "/").body == "v2\n" })
+}

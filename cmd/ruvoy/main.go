@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -30,6 +31,12 @@ func main() {
 		case "version":
 			os.Exit(serve([]string{"--version"}))
 		}
+	}
+	if len(os.Args) > 1 && os.Args[1] == "reload" && !slices.Contains(os.Args, "--force") {
+		// Caddy skips a reload whose config is unchanged, but a ruvoy
+		// reload is most often for the app's code: the rackup is built
+		// again whatever the config.
+		os.Args = append(os.Args, "--force")
 	}
 	if len(os.Args) > 1 {
 		if _, ok := caddycmd.Commands()[os.Args[1]]; ok || os.Args[1] == "help" {
