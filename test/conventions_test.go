@@ -299,3 +299,22 @@ http://:%s {
 	}
 	eventually(t, 10*time.Second, "the new code", func() bool { return s.get(t, "/").body == "v2\n" })
 }
+
+// The access log shows query parameters named like secrets as [FILTERED]
+// (Rails' default names, or --filter-parameters), and the rest as sent.
+func TestConventionsAccessLogFilters(t *testing.T) {
+	s := start(t, "--access-log", app("conventions.ru"))
+	s.get(t, "/whoami?user=bob&password=hunter2&api_key=k1&q=a%20b")
+	eventually(t, 5*time.Second, "the filtered line", func() bool {
+		return strings.Contains(s.stdout.String(), `"uri":"/whoami?user=bob&password=[FILTERED]&api_key=[FILTERED]&q=a%20b"`)
+	})
+	if strings.Contains(s.stdout.String(), "hunter2") || strings.Contains(s.stdout.String(), "k1") {
+		t.Fatalf("a secret reached the log:\n%s", s.stdout)
+	}
+
+	custom := start(t, "--access-log", "--filter-parameters", "user", app("conventions.ru"))
+	custom.get(t, "/whoami?user=bob&password=hunter2")
+	eventually(t, 5*time.Second, "the custom-filtered line", func() bool {
+		return strings.Contains(custom.stdout.String(), `"uri":"/whoami?user=[FILTERED]&password=hunter2"`)
+	})
+}

@@ -121,6 +121,10 @@ func buildConfig(o *options) ([]byte, error) {
 			"level":   "INFO",
 			"include": []string{"http.log.access"},
 			"writer":  map[string]any{"output": "stdout"},
+			// Secrets in query strings stay out of the log (caddy/queryfilter.go).
+			"encoder": map[string]any{"format": "filter", "fields": map[string]any{
+				"request>uri": map[string]any{"filter": "ruvoy_query", "names": o.filterParameters},
+			}},
 		}
 	}
 	admin := map[string]any{"disabled": true, "config": map[string]any{"persist": false}}

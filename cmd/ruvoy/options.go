@@ -61,6 +61,10 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
         --access-log         Log every request (to stdout)
+        --filter-parameters NAME[,NAME...]
+                             Log [FILTERED] for query parameters whose names contain one of
+                             these (default: Rails' list, passw,secret,token,_key,crypt,
+                             salt,certificate,otp,ssn)
         --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
         --print-config       Print the generated Caddy JSON configuration and exit
     -v, --version            Print versions (ruvoy, ruby, caddy, the Ruby ABI built for) and exit
@@ -80,6 +84,10 @@ const usageHint = "Run 'ruvoy --help' for usage.\n"
 // slow modem's rate.
 const defaultMinUploadRate = 1024
 
+// defaultFilterParameters are the names a new Rails app filters from its
+// logs (config/initializers/filter_parameter_logging.rb).
+var defaultFilterParameters = []string{"passw", "secret", "token", "_key", "crypt", "salt", "certificate", "otp", "ssn"}
+
 var errHelp = errors.New("help requested")
 
 type options struct {
@@ -93,6 +101,7 @@ type options struct {
 	minUploadRate              int     // bytes a second; 0: off
 	bodyBudget                 int64
 	accessLog, h2c, reusePort  bool
+	filterParameters           []string // query parameter names the access log hides
 	printConfig, version       bool
 	rackupArg, rackup          string
 	rest                       []string // ARGV for the app
@@ -138,7 +147,7 @@ func (o *options) url() string {
 // parseOptions reads GNU-style options: -p 80, -p80, --port 80, --port=80.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
-		minUploadRate: defaultMinUploadRate}
+		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters}
 	if p := getenv("PORT"); p != "" {
 		o.port = p
 	}
@@ -256,6 +265,10 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			o.h2c = true
 		case "--access-log":
 			o.accessLog = true
+		case "--filter-parameters":
+			var v string
+			v, err = takeValue()
+			o.filterParameters = strings.Split(v, ",")
 		case "--reuse-port":
 			o.reusePort = true
 		case "--print-config":
