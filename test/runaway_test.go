@@ -161,7 +161,10 @@ func TestRunawaySlowUploads(t *testing.T) {
 	if !strings.HasPrefix(out, "HTTP/1.1 408 Request Timeout\r\n") {
 		t.Fatalf("a trickling upload: want 408, got %q", out)
 	}
-	mustContain(t, "the log", s.stderr.String(), `a request body arrived too slowly`)
+	// The line is written as the answer goes out, not before it.
+	eventually(t, 5*time.Second, "the log line", func() bool {
+		return strings.Contains(s.stderr.String(), `a request body arrived too slowly`)
+	})
 
 	// Six uploads trickling, each one byte of a megabyte, under a 1 MiB
 	// budget: another upload still gets in (before, two such uploads took
