@@ -318,3 +318,22 @@ func TestConventionsAccessLogFilters(t *testing.T) {
 		return strings.Contains(custom.stdout.String(), `"uri":"/whoami?user=[FILTERED]&password=hunter2"`)
 	})
 }
+
+// With the admin API on, /metrics has Caddy's request counts and
+// latencies by status beside ruvoy's own, in CLI mode too.
+func TestConventionsRequestMetrics(t *testing.T) {
+	adminPort := freePort(t)
+	s := start(t, "--admin-port", adminPort, app("conventions.ru"))
+	s.get(t, "/whoami")
+	s.get(t, "/nope")
+	s.get(t, "/whoami")
+	res, err := client.Get("http://127.0.0.1:" + adminPort + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	mustContain(t, "metrics", string(b), `caddy_http_request_duration_seconds_count{code="200",handler="ruvoy",method="GET",server="ruvoy"} 2`)
+	mustContain(t, "metrics", string(b), `caddy_http_request_duration_seconds_count{code="404",handler="ruvoy",method="GET",server="ruvoy"} 1`)
+	mustContain(t, "metrics", string(b), "ruvoy_requests_admitted_total")
+}

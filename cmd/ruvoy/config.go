@@ -134,10 +134,17 @@ func buildConfig(o *options) ([]byte, error) {
 			"config": map[string]any{"persist": false},
 		}
 	}
-	apps["http"] = map[string]any{
+	httpApp := map[string]any{
 		"grace_period": fmt.Sprintf("%ds", o.grace),
 		"servers":      map[string]any{"ruvoy": server},
 	}
+	if o.adminPort != "" {
+		// Request counts and latencies by status (caddy_http_*) beside
+		// ruvoy's own, on the admin API's /metrics: only where they can be
+		// read, as they cost every request a little.
+		httpApp["metrics"] = map[string]any{}
+	}
+	apps["http"] = httpApp
 	if len(o.clusters) > 0 {
 		clusters := map[string]any{}
 		var names []string
