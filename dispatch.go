@@ -2,6 +2,7 @@ package ruvoy
 
 import (
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/ruvoy/ruvoy/internal/vm"
@@ -56,7 +57,8 @@ func (rt *Runtime) route(m *vm.Msg) {
 }
 
 // logFromVM writes a log entry the VM thread made: a message, then
-// name/value pairs; a backtrace becomes a list of lines.
+// name/value pairs; a backtrace becomes a list of lines, and a number of
+// milliseconds (a name ending in _ms) a number.
 func (rt *Runtime) logFromVM(m *vm.Msg) {
 	parts := wire.ReadStrings(m.Payload())
 	if len(parts) == 0 {
@@ -71,6 +73,8 @@ func (rt *Runtime) logFromVM(m *vm.Msg) {
 	for i := 1; i+1 < len(parts); i += 2 {
 		if parts[i] == "backtrace" {
 			fields = append(fields, zap.Strings(parts[i], strings.Split(parts[i+1], "\n")))
+		} else if n, err := strconv.ParseInt(parts[i+1], 10, 64); err == nil && strings.HasSuffix(parts[i], "_ms") {
+			fields = append(fields, zap.Int64(parts[i], n))
 		} else {
 			fields = append(fields, zap.String(parts[i], parts[i+1]))
 		}

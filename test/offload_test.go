@@ -128,4 +128,7 @@ func TestOffloadStallDetectorNamesTheLine(t *testing.T) {
 	}
 	mustContain(t, "backtrace line", bt[0].(string), "offload.ru:"+strconv.Itoa(line))
 	equal(t, "method", entry["method"], any("GET"))
+	if held, ok := entry["held_ms"].(float64); !ok || held < 100 {
+		t.Fatalf("held_ms is %#v, want a number of at least 100", entry["held_ms"])
+	}
 }

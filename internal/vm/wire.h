@@ -51,7 +51,7 @@ enum {
     RV_OUT_FILE,      /* a response head whose body is the file it carries (aux: status) */
     RV_OUT_RESET,     /* the body failed after the head went out: cut it */
     RV_OUT_END,       /* nothing but flags (RV_FLAG_END / RV_FLAG_FINAL) */
-    RV_OUT_LOG,       /* a log entry: flags is the level; payload is strings: message, then name/value pairs */
+    RV_OUT_LOG,       /* a log entry: flags is the level; payload is strings: message, then name/value pairs (a name ending in _ms: a number) */
     RV_OUT_REPLY,     /* reply to a control message; aux is its result, payload a text */
     RV_OUT_CREDIT,    /* the app took aux request body bytes: Go may read on */
     RV_OUT_UPSTREAM,  /* call an upstream cluster; aux is the call id; payload an upstream call */

@@ -38,7 +38,7 @@ const (
 	OutReset = 35
 	// nothing but flags (RV_FLAG_END / RV_FLAG_FINAL)
 	OutEnd = 36
-	// a log entry: flags is the level; payload is strings: message, then name/value pairs
+	// a log entry: flags is the level; payload is strings: message, then name/value pairs (a name ending in _ms: a number)
 	OutLog = 37
 	// reply to a control message; aux is its result, payload a text
 	OutReply = 38
