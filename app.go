@@ -130,6 +130,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer a.requestDone()
 	// Caddy names itself; ruvoy sends no Server header unless the app does.
 	delete(w.Header(), "Server")
+	requestID(r)
 	if a.opts.MaxBodyBytes > 0 && r.ContentLength > a.opts.MaxBodyBytes {
 		refuse(w, r, http.StatusRequestEntityTooLarge)
 		return

@@ -305,6 +305,13 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP answers the request from the app; it never calls next.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.app.ServeHTTP(w, r)
+	// The access log shows the request as it arrived: the X-Request-Id the
+	// app saw (perhaps made for it) goes in a field of its own.
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		if id := r.Header["X-Request-Id"]; len(id) == 1 {
+			extra.Add(zap.String("request_id", id[0]))
+		}
+	}
 	return nil
 }
 

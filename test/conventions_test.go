@@ -337,3 +337,24 @@ func TestConventionsRequestMetrics(t *testing.T) {
 	mustContain(t, "metrics", string(b), `caddy_http_request_duration_seconds_count{code="404",handler="ruvoy",method="GET",server="ruvoy"} 1`)
 	mustContain(t, "metrics", string(b), "ruvoy_requests_admitted_total")
 }
+
+// Every request reaches the app with an X-Request-Id, the one it came with
+// (cleaned as Rails cleans it) or a new one, and the access log records
+// it; ruvoy adds none to the response.
+func TestConventionsRequestID(t *testing.T) {
+	s := start(t, "--access-log", app("conventions.ru"))
+	res := s.get(t, "/request-id")
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(res.body) {
+		t.Fatalf("a made id: %q", res.body)
+	}
+	equal(t, "response header", res.header.Get("X-Request-Id"), "")
+	made := res.body
+	eventually(t, 5*time.Second, "the made id in the access log", func() bool {
+		return strings.Contains(s.stdout.String(), `"request_id":"`+made+`"`)
+	})
+	equal(t, "a given id", s.do(t, "GET", "/request-id", nil, "X-Request-Id", "lb-42").body, "lb-42")
+	equal(t, "a dirty id", s.do(t, "GET", "/request-id", nil, "X-Request-Id", "lb 42<script>").body, "lb42script")
+	if s.get(t, "/request-id").body == made {
+		t.Fatal("two requests got one id")
+	}
+}

@@ -23,6 +23,8 @@ run lambda { |env|
     text = "SCRIPT_NAME=#{env["SCRIPT_NAME"]} PATH_INFO=#{env["PATH_INFO"]} " \
            "REMOTE_USER=#{env.fetch("REMOTE_USER", "(none)")} url=#{req.url}\n"
     [200, { "content-type" => "text/plain" }, [text]]
+  when "/request-id"
+    [200, { "content-type" => "text/plain" }, [env.fetch("HTTP_X_REQUEST_ID", "(none)")]]
   when "/raise"
     raise ArgumentError, "conventions: the app failed here"
   else
