@@ -1,6 +1,8 @@
 package test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/net/http2"
 )
 
@@ -356,5 +359,73 @@ func TestConventionsRequestID(t *testing.T) {
 	equal(t, "a dirty id", s.do(t, "GET", "/request-id", nil, "X-Request-Id", "lb 42<script>").body, "lb42script")
 	if s.get(t, "/request-id").body == made {
 		t.Fatal("two requests got one id")
+	}
+}
+
+// --compress compresses text for clients that accept it (zstd or gzip),
+// leaves small answers and other clients alone, and keeps a stream
+// streaming: each chunk arrives when the app yields it.
+func TestConventionsCompress(t *testing.T) {
+	plain := start(t, app("conventions.ru"))
+	s := start(t, "--compress", app("conventions.ru"))
+	page := plain.get(t, "/page").body
+	if len(page) < 10000 {
+		t.Fatalf("the page is %d bytes", len(page))
+	}
+	for _, enc := range []string{"gzip", "zstd"} {
+		req, _ := http.NewRequest("GET", s.url+"/page", nil)
+		req.Header.Set("Accept-Encoding", enc)
+		res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		equal(t, enc+" encoding", res.Header.Get("Content-Encoding"), enc)
+		if len(raw) > len(page)/4 {
+			t.Fatalf("%s: %d bytes for a page of %d", enc, len(raw), len(page))
+		}
+		var r io.Reader
+		if enc == "gzip" {
+			r, err = gzip.NewReader(bytes.NewReader(raw))
+		} else {
+			r, err = zstd.NewReader(bytes.NewReader(raw))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: %v", enc, err)
+		}
+		equal(t, enc+" body", string(body), page)
+	}
+	res := s.do(t, "GET", "/page", nil, "Accept-Encoding", "identity")
+	equal(t, "identity", res.header.Get("Content-Encoding"), "")
+	equal(t, "identity body", res.body, page)
+	small := s.do(t, "GET", "/whoami", nil, "Accept-Encoding", "gzip")
+	equal(t, "small answer", small.header.Get("Content-Encoding"), "")
+
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+	began := time.Now()
+	var arrivals []time.Duration
+	buf := make([]byte, 65536)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			arrivals = append(arrivals, time.Since(began))
+		}
+		if err != nil || bytes.HasSuffix(buf[:n], []byte("0\r\n\r\n")) {
+			break
+		}
+	}
+	if len(arrivals) < 3 || arrivals[len(arrivals)-1]-arrivals[0] < 400*time.Millisecond {
+		t.Fatalf("the compressed stream arrived in %d reads at %v: not as it was yielded", len(arrivals), arrivals)
 	}
 }

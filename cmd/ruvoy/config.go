@@ -47,7 +47,17 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.context {
 		handler["context"] = map[string]any{}
 	}
-	routes := []any{map[string]any{"handle": []any{handler}}}
+	var encode []any
+	if o.compress {
+		// Caddy's encoder: text types over 512 bytes, zstd or gzip as the
+		// client prefers; it flushes with the app, so streams keep streaming.
+		encode = []any{map[string]any{
+			"handler":   "encode",
+			"encodings": map[string]any{"zstd": map[string]any{}, "gzip": map[string]any{}},
+			"prefer":    []string{"zstd", "gzip"},
+		}}
+	}
+	routes := []any{map[string]any{"handle": append(encode, handler)}}
 	if o.static != "" {
 		// Files that exist are served by Caddy; everything else goes to the
 		// app: directories, dotfiles (a path segment starting with "."), and
@@ -61,7 +71,7 @@ func buildConfig(o *options) ([]byte, error) {
 					map[string]any{"path_regexp": map[string]any{"pattern": `/\.`}},
 				},
 			}},
-			"handle": []any{
+			"handle": append(append([]any{}, encode...),
 				map[string]any{"handler": "headers", "response": map[string]any{"delete": []string{"Server"}}},
 				map[string]any{
 					"handler":             "file_server",
@@ -70,7 +80,7 @@ func buildConfig(o *options) ([]byte, error) {
 					"precompressed":       map[string]any{"br": map[string]any{}, "gzip": map[string]any{}},
 					"precompressed_order": []string{"br", "gzip"},
 				},
-			},
+			),
 		}
 		routes = append([]any{files}, routes...)
 	}

@@ -60,6 +60,7 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --pidfile FILE       Write the process id to FILE once serving (removed on exit)
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
+        --compress           Compress text responses (zstd or gzip, as the client accepts)
         --access-log         Log every request (to stdout)
         --filter-parameters NAME[,NAME...]
                              Log [FILTERED] for query parameters whose names contain one of
@@ -101,6 +102,7 @@ type options struct {
 	minUploadRate              int     // bytes a second; 0: off
 	bodyBudget                 int64
 	accessLog, h2c, reusePort  bool
+	compress                   bool
 	filterParameters           []string // query parameter names the access log hides
 	printConfig, version       bool
 	rackupArg, rackup          string
@@ -265,6 +267,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			o.h2c = true
 		case "--access-log":
 			o.accessLog = true
+		case "--compress":
+			o.compress = true
 		case "--filter-parameters":
 			var v string
 			v, err = takeValue()

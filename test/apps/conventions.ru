@@ -25,6 +25,13 @@ run lambda { |env|
     [200, { "content-type" => "text/plain" }, [text]]
   when "/request-id"
     [200, { "content-type" => "text/plain" }, [env.fetch("HTTP_X_REQUEST_ID", "(none)")]]
+  when "/page"
+    [200, { "content-type" => "text/html; charset=utf-8" }, ["<p>#{"ruvoy serves Rack " * 20}</p>\n" * 50]]
+  when "/stream"
+    body = Enumerator.new do |y|
+      3.times { |i| y << "chunk #{i} " * 100 + "\n"; sleep 0.3 }
+    end
+    [200, { "content-type" => "text/plain" }, body]
   when "/raise"
     raise ArgumentError, "conventions: the app failed here"
   else
