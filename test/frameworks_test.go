@@ -280,6 +280,29 @@ func TestFrameworksRackHandler(t *testing.T) {
 	startCmd(t, s)
 	equal(t, "rails server -u ruvoy", s.get(t, "/articles").status, 200)
 	s.waitStdout(t, "exec'd ruvoy", "ruvoy 0.1.0")
+
+	// In development the app boots once (in ruvoy, not first in `rails
+	// server` too) and its request log reaches the console, as under
+	// Rails' own server.
+	dir, env = railsApp(t, "RAILS_ENV=development")
+	boots := filepath.Join(dir, "tmp", "boots.txt")
+	os.WriteFile(filepath.Join(dir, "config", "initializers", "zz_boot_count.rb"),
+		[]byte(`File.open(Rails.root.join("tmp", "boots.txt"), "a") { |f| f.puts Process.pid }`+"\n"), 0o644)
+	os.Remove(boots)
+	port = freePort(t)
+	s = &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	s.url = "http://" + s.addr
+	s.cmd = exec.Command("bin/rails", "server", "-u", "ruvoy", "-b", "127.0.0.1", "-p", port)
+	s.cmd.Dir = dir
+	s.cmd.Env = append(append(os.Environ(), env...), handlerEnv...)
+	startCmd(t, s)
+	equal(t, "rails server -u ruvoy, development", s.get(t, "/articles").status, 200)
+	s.waitStdout(t, "the request log on the console", `Started GET "/articles"`)
+	b, err := os.ReadFile(boots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "boots", strings.Count(string(b), "\n"), 1)
 }
 
 func mustAbs(t *testing.T, p string) string {

@@ -63,8 +63,28 @@ module Ruvoy
       end
     end
 
+    # `rails server -u ruvoy` in development: requests, SQL and errors go to
+    # the console as well as to log/, as Rails' own server sends them.
+    def self.log_to_stdout
+      return unless ENV["RUVOY_LOG_TO_STDOUT"] == "1" && defined?(::Rails) && ::Rails.respond_to?(:logger)
+
+      logger = ::Rails.logger
+      return if logger.nil? || ::ActiveSupport::Logger.logger_outputs_to?(logger, $stdout)
+
+      $stdout.sync = true # a line as it is logged, as on a terminal
+      console = ::ActiveSupport::Logger.new($stdout)
+      console.formatter = logger.formatter
+      console.level = logger.level
+      if logger.respond_to?(:broadcast_to) # Rails 7.1+
+        logger.broadcast_to(console)
+      else
+        logger.extend(::ActiveSupport::Logger.broadcast(console))
+      end
+    end
+
     def self.install
       map_interruptions
+      log_to_stdout
       return unless defined?(::Rails::VERSION) && defined?(::ActiveRecord::ConnectionAdapters::ConnectionPool)
 
       if ::Rails::VERSION::MAJOR >= 7

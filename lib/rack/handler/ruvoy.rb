@@ -8,6 +8,9 @@ handler = Module.new do
   def self.run(_app, **options)
     command = self.command(options)
     warn "ruvoy: #{command.join(" ")}" unless options[:Silent]
+    # Rails' server logs requests to the console in development; ruvoy's
+    # Rails support does the same when asked (lib/ruvoy/rails_support.rb).
+    ENV["RUVOY_LOG_TO_STDOUT"] = "1" if options[:log_stdout]
     exec(*command)
   end
 
@@ -39,6 +42,22 @@ handler = Module.new do
                .find { |path| File.executable?(path) }
     found or abort "ruvoy: no ruvoy binary: install the ruvoy gem, put ruvoy on PATH, or set RUVOY_BIN"
   end
+end
+
+# `rails server` builds the app before it calls the handler, and ruvoy then
+# builds it again in its own VM: a Rails app would boot twice. Hand over
+# when the server starts instead, before the app is built (Rails::Server
+# asks for the handler, and so loads this file, just before it starts).
+if defined?(::Rails::Server)
+  early = Module.new do
+    def start(*)
+      return super unless options[:server].to_s == "ruvoy"
+
+      create_tmp_directories if respond_to?(:create_tmp_directories, true)
+      server.run(nil, **options)
+    end
+  end
+  ::Rails::Server.prepend(early)
 end
 
 begin
