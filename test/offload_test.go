@@ -128,6 +128,9 @@ func TestOffloadStallDetectorNamesTheLine(t *testing.T) {
 	}
 	mustContain(t, "backtrace line", bt[0].(string), "offload.ru:"+strconv.Itoa(line))
 	equal(t, "method", entry["method"], any("GET"))
+	if len(bt) > 11 {
+		t.Fatalf("the backtrace has %d lines, want the app's first and 10 at most: %v", len(bt), bt)
+	}
 	if held, ok := entry["held_ms"].(float64); !ok || held < 100 {
 		t.Fatalf("held_ms is %#v, want a number of at least 100", entry["held_ms"])
 	}

@@ -24,6 +24,11 @@ int rv_stall_signal(void)
     return SIGRTMIN + 7;
 }
 
+static VALUE brief(VALUE bt)
+{
+    return rb_funcall(rv_mRuvoy, rb_intern("stall_frames"), 1, bt);
+}
+
 static void stall_job(void *data)
 {
     (void)data;
@@ -40,7 +45,13 @@ static void stall_job(void *data)
         return;
     }
     VALUE bt = rb_make_backtrace();
-    VALUE lines = rb_ary_join(bt, rb_str_new_cstr("\n"));
+    int state = 0;
+    VALUE frames = rb_protect(brief, bt, &state); /* the app's frames first */
+    if (state || !RB_TYPE_P(frames, T_ARRAY)) {
+        rb_set_errinfo(Qnil);
+        frames = bt;
+    }
+    VALUE lines = rb_ary_join(frames, rb_str_new_cstr("\n"));
     const char *f[] = {"held_ms", held, "backtrace", StringValueCStr(lines)};
     rv_buf b;
     rv_buf_start(&b, RV_OUT_LOG, atomic_load(&rv_stat.running_stream), 1024);
@@ -52,6 +63,7 @@ static void stall_job(void *data)
     m->flags = RV_LOG_WARN;
     rv_inbox_push(&rv_to_go, m);
     RB_GC_GUARD(lines);
+    RB_GC_GUARD(bt);
 }
 
 /* Async-signal-safe: it only registers the job (on the VM thread). */

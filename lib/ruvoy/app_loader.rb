@@ -24,6 +24,7 @@ module Ruvoy
 
     RailsSupport.install
     RackTimeout.install
+    Ruvoy.app_root = File.dirname(path)
     app
   end
 

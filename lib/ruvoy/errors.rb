@@ -14,6 +14,26 @@ module Ruvoy
     fields
   end
 
+  class << self
+    # The directory of the rackup last loaded: frames under it (and not in
+    # its vendor/) are the app's.
+    attr_accessor :app_root
+  end
+
+  STALL_FRAMES = 10
+
+  # A stall warning's backtrace, brief: the app's own frames first (up to
+  # STALL_FRAMES), then how many frames of gems and Ruby it left out. With
+  # no frame of the app's, the first STALL_FRAMES as they are.
+  def self.stall_frames(backtrace)
+    root = app_root && "#{app_root}/"
+    own = root ? backtrace.select { |f| f.start_with?(root) && !f.include?("/vendor/") } : []
+    own = backtrace if own.empty?
+    shown = own.first(STALL_FRAMES)
+    left = backtrace.size - shown.size
+    left.positive? ? shown + ["(#{left} more frames, in gems and Ruby)"] : shown
+  end
+
   # What a boot failure prints: the error and its backtrace, as ruby would.
   def self.describe_boot_error(exception)
     # ruvoy's own refusal (no rackup, not an app) has no backtrace worth
