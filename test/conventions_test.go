@@ -131,8 +131,7 @@ func TestConventionsMountAndRemoteUser(t *testing.T) {
 	}
 	port := freePort(t)
 	rackup, _ := filepath.Abs(app("conventions.ru"))
-	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	s, _ := runCaddyfile(t, port, fmt.Sprintf(`{
 	admin off
 	auto_https off
 	persist_config off
@@ -152,9 +151,7 @@ http://:%s {
 		ruvoy * %s
 	}
 }
-`, port, strings.TrimSpace(string(hash)), rackup, rackup, rackup)), 0o644)
-	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
-	s.waitReady(t)
+`, port, strings.TrimSpace(string(hash)), rackup, rackup, rackup))
 
 	base := "http://" + s.addr
 	equal(t, "at the root", s.get(t, "/whoami").body,
@@ -280,8 +277,7 @@ func TestConventionsReloadAfterCodeChange(t *testing.T) {
 	}
 	write("v1")
 	port, adminPort := freePort(t), freePort(t)
-	caddyfile := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	s, caddyfile := runCaddyfile(t, port, fmt.Sprintf(`{
 	admin 127.0.0.1:%s
 	auto_https off
 	persist_config off
@@ -290,9 +286,7 @@ http://:%s {
 	bind 127.0.0.1
 	ruvoy * %s
 }
-`, adminPort, port, rackup)), 0o644)
-	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
-	s.waitReady(t)
+`, adminPort, port, rackup))
 	equal(t, "before", s.get(t, "/").body, "v1\n")
 	write("v2")
 	out, err := exec.Command(binary(t), "reload", "--config", caddyfile, "--adapter", "caddyfile",

@@ -271,13 +271,7 @@ func TestFrameworksRackHandler(t *testing.T) {
 	s.waitStdout(t, "exec'd ruvoy", "serving "+mustAbs(t, "apps/core.ru"))
 
 	dir, env := railsApp(t)
-	port = freePort(t)
-	s = &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
-	s.url = "http://" + s.addr
-	s.cmd = exec.Command("bin/rails", "server", "-u", "ruvoy", "-b", "127.0.0.1", "-p", port)
-	s.cmd.Dir = dir
-	s.cmd.Env = append(append(os.Environ(), env...), handlerEnv...)
-	startCmd(t, s)
+	s = railsServerRuvoy(t, dir, append(env, handlerEnv...))
 	equal(t, "rails server -u ruvoy", s.get(t, "/articles").status, 200)
 	s.waitStdout(t, "exec'd ruvoy", "ruvoy 0.1.0")
 
@@ -289,13 +283,7 @@ func TestFrameworksRackHandler(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "config", "initializers", "zz_boot_count.rb"),
 		[]byte(`File.open(Rails.root.join("tmp", "boots.txt"), "a") { |f| f.puts Process.pid }`+"\n"), 0o644)
 	os.Remove(boots)
-	port = freePort(t)
-	s = &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
-	s.url = "http://" + s.addr
-	s.cmd = exec.Command("bin/rails", "server", "-u", "ruvoy", "-b", "127.0.0.1", "-p", port)
-	s.cmd.Dir = dir
-	s.cmd.Env = append(append(os.Environ(), env...), handlerEnv...)
-	startCmd(t, s)
+	s = railsServerRuvoy(t, dir, append(env, handlerEnv...))
 	equal(t, "rails server -u ruvoy, development", s.get(t, "/articles").status, 200)
 	s.waitStdout(t, "the request log on the console", `Started GET "/articles"`)
 	b, err := os.ReadFile(boots)
@@ -303,6 +291,18 @@ func TestFrameworksRackHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	equal(t, "boots", strings.Count(string(b), "\n"), 1)
+}
+
+// railsServerRuvoy runs `bin/rails server -u ruvoy` in dir.
+func railsServerRuvoy(t *testing.T, dir string, env []string) *server {
+	port := freePort(t)
+	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	s.url = "http://" + s.addr
+	s.cmd = exec.Command("bin/rails", "server", "-u", "ruvoy", "-b", "127.0.0.1", "-p", port)
+	s.cmd.Dir = dir
+	s.cmd.Env = append(os.Environ(), env...)
+	startCmd(t, s)
+	return s
 }
 
 func mustAbs(t *testing.T, p string) string {

@@ -135,8 +135,7 @@ func startCaddyfileApp(t *testing.T, rackup, servers string) *server {
 	t.Helper()
 	port := freePort(t)
 	path, _ := filepath.Abs(app(rackup))
-	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(caddyfile, []byte(fmt.Sprintf(`{
+	s, _ := runCaddyfile(t, port, fmt.Sprintf(`{
 	admin off
 	auto_https off
 	persist_config off
@@ -146,10 +145,21 @@ http://:%s {
 	bind 127.0.0.1
 	ruvoy * %s
 }
-`, servers, port, path)), 0o644)
+`, servers, port, path))
+	return s
+}
+
+// runCaddyfile serves text as the Caddyfile under `ruvoy run`, listening
+// on port, and returns the server once it listens, and the file.
+func runCaddyfile(t *testing.T, port, text string) (*server, string) {
+	t.Helper()
+	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(caddyfile, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s := launch(t, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
 	s.waitReady(t)
-	return s
+	return s, caddyfile
 }
 
 func (s *server) waitReady(t testing.TB) {
