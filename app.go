@@ -203,7 +203,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve writes what the VM sends until the response ends or the client
 // goes away.
 func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn *connInfo, release func()) {
-	var cancel uint32  // the VM is told to give up: 0, or RV_FLAG_ERROR / RV_FLAG_MALFORMED
+	var cancel uint32  // the VM is told to give up: 0, or wire.FlagError / wire.FlagMalformed
 	closeConn := false // HTTP/1: end the connection after the response
 	defer func() {
 		if rs.pump != nil {

@@ -13,7 +13,7 @@ const idleRelease = 2 * time.Second
 
 // releaseWhenIdle gives the kernel back the memory a burst left free, once
 // the server has had no request for idleRelease: malloc keeps freed pages
-// in its arenas (up to 8 MiB each, rv_boot.c) and Go keeps its heap until
+// in its arenas (up to 8 MiB each, rv_malloc.c) and Go keeps its heap until
 // a later collection, so after a body overload or a run of large responses
 // RSS would stay near its peak. Once per idle spell: a collection and a
 // trim cost a few milliseconds, and no request waits for them.

@@ -35,7 +35,7 @@ type responder struct {
 	ended        bool // the response is complete
 	reset        bool // the VM cut the body short
 	refused      int  // the status ruvoy answered in the app's place (400, 408), or 0
-	wantDone     bool // the VM waits for RV_IN_DONE
+	wantDone     bool // the VM waits for wire.InDone
 	written      int  // body bytes written since the last credit
 }
 

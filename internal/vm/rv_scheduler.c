@@ -1,7 +1,7 @@
 /*
  * rv_scheduler.c: Ruvoy::Scheduler, the Fiber scheduler of the VM thread.
  *
- * Its hooks put the calling fiber to sleep in the event loop (rv_loop.c):
+ * Its hooks put the calling fiber to sleep in the event loop (rv_wait.c):
  * sleep and block get a timer, io_wait an epoll registration, unblock makes
  * a blocked fiber ready (from any Ruby thread), timeout_after raises in the
  * fiber when its timer fires. address_resolve and process_wait are Ruby
