@@ -448,3 +448,62 @@ func TestEdgesCaddyfileWithoutWrappersWarns(t *testing.T) {
 			strings.Contains(s.stderr.String(), "no ruvoy_drain listener wrapper")
 	})
 }
+
+// The hostile cases against Caddy alone as the reference: the same binary
+// serving a `respond` site. They agree on what matters: the bytes after a
+// malformed body never become a request (one answer, then a close), a
+// half-closed client gets its answer, HEAD gets a head and no body, and a
+// client that vanishes mid-body leaves the server serving. Where the status
+// differs the app is why: ruvoy hands the body to it, and a malformed one
+// is a 400, where `respond`, which never reads the body, says its 200.
+// (Caddy's reverse_proxy, which does read it, answered 502 here and then
+// parsed what followed as the next request: the guard stops that too.)
+func TestEdgesAgainstCaddyAlone(t *testing.T) {
+	ruvoy := start(t, app("edges.ru"))
+	port := freePort(t)
+	caddy, _ := runCaddyfile(t, port, fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+}
+http://:%s {
+	bind 127.0.0.1
+	respond "hello" 200
+}
+`, port))
+	for _, c := range []struct {
+		s                 *server
+		name              string
+		malformed, answer string
+	}{{ruvoy, "ruvoy", "400", "hello /x"}, {caddy, "Caddy alone", "200", "hello"}} {
+		canary := fmt.Sprintf("/canary-%d", time.Now().UnixNano())
+		out, end := exchange(t, c.s.addr, "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello0\r\n\r\n"+
+			"GET "+canary+" HTTP/1.1\r\nHost: a\r\n\r\n", false, 5*time.Second)
+		if a := parseAnswers(out); len(a) != 1 || fmt.Sprint(a[0].status) != c.malformed || end != endEOF {
+			t.Errorf("%s, a malformed body and a request after it: want one %s and a close, got (%s):\n%s", c.name, c.malformed, end, out)
+		}
+		if c.s == ruvoy && ruvoy.wasCalled(t, "GET "+canary) {
+			t.Error("ruvoy: the bytes after the malformed body reached the app as a request")
+		}
+
+		out, _ = exchange(t, c.s.addr, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n", true, 5*time.Second)
+		if a := parseAnswers(out); len(a) != 1 || a[0].status != 200 || a[0].body != c.answer {
+			t.Errorf("%s, a half-close after the request: got %q", c.name, out)
+		}
+
+		out, end = exchange(t, c.s.addr, "HEAD /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", false, 5*time.Second)
+		if !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(out, "\r\n\r\n") || end != endEOF {
+			t.Errorf("%s, HEAD: want a 200 head and no body, got (%s):\n%s", c.name, end, out)
+		}
+
+		conn, err := net.Dial("tcp", c.s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
+		conn.Close()
+		if r := c.s.get(t, "/x"); r.status != 200 || r.body != c.answer {
+			t.Errorf("%s, after a client vanished mid-body: got %d %q", c.name, r.status, r.body)
+		}
+	}
+}
