@@ -2,7 +2,6 @@ package test
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,11 +63,7 @@ func exchange(t testing.TB, addr, request string, halfClose bool, wait time.Dura
 // seen is the list of requests edges.ru was called for.
 func (s *server) seen(t testing.TB) []string {
 	t.Helper()
-	var list []string
-	if err := json.Unmarshal([]byte(s.get(t, "/seen").body), &list); err != nil {
-		t.Fatal(err)
-	}
-	return list
+	return s.getList(t, "/seen")
 }
 
 func (s *server) wasCalled(t testing.TB, request string) bool {

@@ -2,7 +2,6 @@ package test
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -21,11 +20,7 @@ import (
 // events is what runaway.ru's ensure blocks recorded.
 func (s *server) events(t testing.TB) []string {
 	t.Helper()
-	var list []string
-	if err := json.Unmarshal([]byte(s.get(t, "/events").body), &list); err != nil {
-		t.Fatal(err)
-	}
-	return list
+	return s.getList(t, "/events")
 }
 
 // A stop ends within the grace period plus a few seconds whatever Ruby

@@ -6,6 +6,7 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -243,6 +244,16 @@ func (s *server) do(t testing.TB, method, path string, body io.Reader, header ..
 func (s *server) get(t testing.TB, path string) response {
 	t.Helper()
 	return s.do(t, "GET", path, nil)
+}
+
+// getList GETs path, whose answer is a JSON list of strings.
+func (s *server) getList(t testing.TB, path string) []string {
+	t.Helper()
+	var list []string
+	if err := json.Unmarshal([]byte(s.get(t, path).body), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
 
 // raw sends bytes over a new connection and returns all it reads until the
