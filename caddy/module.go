@@ -306,7 +306,11 @@ func (h *Handler) Cleanup() error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.app.ServeHTTP(w, r)
 	// The access log shows the request as it arrived: the X-Request-Id the
-	// app saw (perhaps made for it) goes in a field of its own.
+	// app saw (perhaps made for it) goes in a field of its own, when the
+	// server keeps an access log at all.
+	if srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); srv == nil || srv.Logs == nil {
+		return nil
+	}
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		if id := r.Header["X-Request-Id"]; len(id) == 1 {
 			extra.Add(zap.String("request_id", id[0]))
