@@ -109,11 +109,10 @@ const bodyWorkingSet = 2 * chunkSize
 // (<= 0: none): what was read from clients and not yet taken by the apps,
 // what rack.input keeps in memory for rewind (keptFor), and each request's
 // working set. A request is admitted only while the budget has room for its
-// working set; a body pump
-// waits for room before it reads on (so TCP slows its client), except when
-// its app has taken all it read: that request can always get its next
-// chunk, so no set of requests can wait on each other for room, and an
-// upload that trickles holds only what it sent.
+// working set; a body pump waits for room before it reads on (so TCP slows
+// its client), except when its app has taken all it read: that request can
+// always get its next chunk, so no set of requests can wait on each other
+// for room, and an upload that trickles holds only what it sent.
 type bodyBudget struct {
 	limit    int64
 	held     atomic.Int64
