@@ -50,6 +50,13 @@ func (m *Msg) Payload() []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(m), C.RV_MSG_DATA)), int(m.len))
 }
 
+// NewMsg makes a message with room for n payload bytes (filled through
+// Payload), as the VM would have sent it: a front end makes the messages
+// its workers send it (cluster mode).
+func NewMsg(kind uint32, stream uint64, flags uint32, aux uint64, n int) *Msg {
+	return (*Msg)(unsafe.Pointer(C.rv_msg_new(C.uint32_t(kind), C.uint64_t(stream), C.uint32_t(flags), C.uint64_t(aux), C.size_t(n))))
+}
+
 // Free gives the message's memory back.
 func (m *Msg) Free() { C.rv_msg_free((*C.rv_msg)(unsafe.Pointer(m))) }
 

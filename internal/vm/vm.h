@@ -41,6 +41,7 @@ void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
 rv_msg *rv_out_poll(void);
 int rv_out_fd(void);
 int rv_join(void);
+rv_msg *rv_msg_new(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, size_t len);
 void rv_msg_free(rv_msg *m);
 void rv_release_memory(void);
 void rv_read_stats(rv_vm_stats *out);

@@ -4,7 +4,8 @@
  * Both sides read this file: the C sources include it, and Go reads
  * internal/wire/wire_gen.go, generated from it (go generate ./internal/wire;
  * a test in internal/wire fails when the two differ). Every integer in a
- * payload is in the host's byte order: both sides run in one process.
+ * payload is in the host's byte order: both sides run on one machine, in
+ * one process or (workers) in two processes of the same binary.
  *
  * A message (rv_msg) is owned by one side at a time: the sender builds it
  * in malloc'd memory, pushes it on the receiver's queue, and the receiver
@@ -49,7 +50,7 @@ enum {
     RV_OUT_HEAD = 32, /* status (aux) and a response head, then maybe body bytes */
     RV_OUT_DATA,      /* response body bytes */
     RV_OUT_FILE,      /* a response head whose body is the file it carries (aux: status) */
-    RV_OUT_RESET,     /* the body failed after the head went out: cut it */
+    RV_OUT_RESET,     /* the response failed: cut it; before the head, aux is the status to answer (0: 500) */
     RV_OUT_END,       /* nothing but flags (RV_FLAG_END / RV_FLAG_FINAL) */
     RV_OUT_LOG,       /* a log entry: flags is the level; payload is strings: message, then name/value pairs (a name ending in _ms: a number) */
     RV_OUT_REPLY,     /* reply to a control message; aux is its result, payload a text */
@@ -57,6 +58,26 @@ enum {
     RV_OUT_UPSTREAM,  /* call an upstream cluster; aux is the call id; payload an upstream call */
     RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
     RV_OUT_EARLY_HINTS, /* send a 103 before the head; payload is strings: name/value pairs */
+};
+
+/*
+ * Workers (cluster mode): the same messages cross between the front end and
+ * a worker process over a unix socket, each as a frame: a header of
+ * RV_FRAME_HEADER bytes (u32 kind, u32 flags, u64 stream, u64 aux, u32
+ * payload length, u32 zero), then the payload. The worker hands RV_IN_*
+ * frames to its VM and sends its VM's RV_OUT_* messages back as frames;
+ * these kinds are the worker's own.
+ */
+enum {
+    RV_WORKER_CONFIG = 96, /* front end -> worker, first: JSON settings (the app, the VM's options) */
+    RV_WORKER_READY,       /* worker -> front end: aux 1 the app loaded, 0 it failed (payload: Ruby's error) */
+    RV_WORKER_STATS,       /* worker -> front end: the VM's figures, RV_WORKER_STATS_COUNT u64s (vm.h's rv_vm_stats order), then its RSS */
+    RV_WORKER_HELD,        /* worker -> front end: aux 1 Ruby code holds the VM thread, 0 it let go */
+};
+enum {
+    RV_FRAME_HEADER = 32,
+    RV_WORKER_STATS_COUNT = 14,
+    RV_FRAME_MAX = 1 << 30 /* a longer frame is a broken stream: the worker is replaced */
 };
 
 /* Message flags. */

@@ -318,3 +318,13 @@ func AppendUpstreamReply(b []byte, status int, h http.Header, body []byte) []byt
 	PutHeaderCount(b, at, n)
 	return append(b, body...)
 }
+
+// SetResponseFD replaces the file descriptor in an RV_OUT_FILE payload (a
+// front end puts in the descriptor it received for a worker's).
+func SetResponseFD(p []byte, fd int32) bool {
+	if len(p) < RespHeadersAt {
+		return false
+	}
+	order.PutUint32(p[RespFDAt:], uint32(fd))
+	return true
+}

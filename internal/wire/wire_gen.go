@@ -34,7 +34,7 @@ const (
 	OutData = 33
 	// a response head whose body is the file it carries (aux: status)
 	OutFile = 34
-	// the body failed after the head went out: cut it
+	// the response failed: cut it; before the head, aux is the status to answer (0: 500)
 	OutReset = 35
 	// nothing but flags (RV_FLAG_END / RV_FLAG_FINAL)
 	OutEnd = 36
@@ -50,6 +50,23 @@ const (
 	OutUpstreamCancel = 41
 	// send a 103 before the head; payload is strings: name/value pairs
 	OutEarlyHints = 42
+)
+
+const (
+	// front end -> worker, first: JSON settings (the app, the VM's options)
+	WorkerConfig = 96
+	// worker -> front end: aux 1 the app loaded, 0 it failed (payload: Ruby's error)
+	WorkerReady = 97
+	// worker -> front end: the VM's figures, RV_WORKER_STATS_COUNT u64s (vm.h's rv_vm_stats order), then its RSS
+	WorkerStats = 98
+	// worker -> front end: aux 1 Ruby code holds the VM thread, 0 it let go
+	WorkerHeld = 99
+)
+
+const (
+	FrameHeader      = 32
+	WorkerStatsCount = 14
+	FrameMax         = 1073741824
 )
 
 const (
