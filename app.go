@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -45,6 +44,12 @@ type AppOptions struct {
 	// RemoteUser gives REMOTE_USER: the user a server in front
 	// authenticated (Caddy's basic_auth), or "".
 	RemoteUser func(*http.Request) string
+	// Workers, when above 0, runs the app in that many worker processes
+	// (cluster mode, pool.go) instead of this process's VM.
+	Workers int
+	// WorkerMaxRSS replaces a worker whose resident memory grows past it
+	// (bytes; 0: never), once its requests have ended.
+	WorkerMaxRSS int64
 }
 
 const (
@@ -61,6 +66,7 @@ type App struct {
 	admit        *admission
 	sendfileDirs []sendfileDir
 	closed       atomic.Bool
+	pool         *pool // cluster mode: the workers it runs in; nil: this process's VM
 
 	inflight atomic.Int64 // requests inside ServeHTTP
 	draining atomic.Bool  // closed for unloadDelay: unload once idle
@@ -110,11 +116,23 @@ func (a *App) Close() {
 
 func (a *App) unloadIfIdle() {
 	if a.draining.Load() && a.inflight.Load() == 0 && a.unloaded.CompareAndSwap(false, true) {
-		a.rt.control(wire.InUnloadApp, a.id, nil)
-		for _, d := range a.sendfileDirs {
-			d.root.Close()
+		if a.pool != nil {
+			go a.pool.stop()
+		} else {
+			a.rt.control(wire.InUnloadApp, a.id, nil)
 		}
+		closeSendfileDirs(a.sendfileDirs)
 	}
+}
+
+// link is the VM a new request goes to: this process's, or the worker
+// that has the fewest requests in flight; false when no worker serves.
+func (a *App) link() (vmLink, bool) {
+	if a.pool == nil {
+		return localVM{}, true
+	}
+	w := a.pool.pick()
+	return w, w != nil
 }
 
 func (a *App) requestDone() {
@@ -141,7 +159,16 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st := a.rt.streams.acquire(a, r, hasBody, release)
+	l, ok := a.link()
+	if !ok {
+		release()
+		if hasBody {
+			a.admit.body.release(bodyWorkingSet)
+		}
+		noWorker(w, r)
+		return
+	}
+	st := a.rt.streams.acquire(a, r, hasBody, release, l)
 	if st == nil {
 		release()
 		if hasBody {
@@ -183,26 +210,32 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
 		return
 	}
-	vm.Submit(wire.InRequest, id, 0, a.id, head)
+	started := l.start(id, a.id, head)
 	*bufp = head[:0]
 	headPool.Put(bufp)
+	if !started {
+		a.rt.streams.detach(st)
+		a.rt.streams.unref(st) // the VM never saw it
+		noWorker(w, r)
+		return
+	}
 	if t := a.opts.RequestTimeout; t > 0 {
 		// It runs until Ruby is done with the request, even if the client left.
-		st.setTimer(time.AfterFunc(t, func() { vm.Interrupt(id, wire.IntrTimeout) }))
+		st.setTimer(time.AfterFunc(t, func() { l.interrupt(id, wire.IntrTimeout) }))
 	}
 
 	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath}
 	if hasBody {
 		rs.rc = http.NewResponseController(w)
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
-		rs.pump = startPump(st, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, a.admit.body, rs.rc)
+		rs.pump = startPump(st, l, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, a.admit.body, rs.rc)
 	}
-	a.serve(r, rs, st, id, conn, release)
+	a.serve(r, rs, st, l, id, conn, release)
 }
 
 // serve writes what the VM sends until the response ends or the client
 // goes away.
-func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn *connInfo, release func()) {
+func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uint64, conn *connInfo, release func()) {
 	var cancel uint32  // the VM is told to give up: 0, or wire.FlagError / wire.FlagMalformed
 	closeConn := false // HTTP/1: end the connection after the response
 	defer func() {
@@ -210,7 +243,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 			rs.pump.finish()
 		}
 		if cancel != 0 {
-			vm.Cancel(id, cancel&wire.FlagMalformed)
+			l.cancel(id, cancel&wire.FlagMalformed)
 		}
 		if cancel&wire.FlagError != 0 {
 			// Its client left: its place goes to the next request now, and
@@ -272,7 +305,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 		if err := rs.write(m); err != nil {
 			cancel = wire.FlagError
 			if rs.wantDone {
-				vm.Submit(wire.InDone, id, wire.FlagError, 0, nil)
+				l.submit(wire.InDone, id, wire.FlagError, 0, nil)
 			}
 			return
 		}
@@ -293,7 +326,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 				return
 			}
 			if n > 0 {
-				vm.Submit(wire.InCredit, id, 0, uint64(n), nil)
+				l.submit(wire.InCredit, id, 0, uint64(n), nil)
 			}
 		}
 	}
@@ -315,7 +348,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, id uint64, conn 
 		} else if _, err := rs.flush(); err != nil {
 			flags = wire.FlagError
 		}
-		vm.Submit(wire.InDone, id, flags, 0, nil)
+		l.submit(wire.InDone, id, flags, 0, nil)
 	}
 }
 

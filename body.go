@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
@@ -20,6 +19,7 @@ import (
 // the bytes to the kernel, so TCP flow control slows a fast uploader.
 type bodyPump struct {
 	st      *stream
+	vm      vmLink
 	id      uint64
 	body    io.Reader
 	window  int64
@@ -55,8 +55,8 @@ const chunkSize = 64 << 10
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
-func startPump(st *stream, id uint64, body io.Reader, window, max int64, budget *bodyBudget, rc *http.ResponseController) *bodyPump {
-	p := &bodyPump{st: st, id: id, body: body, window: window, max: max, budget: budget, rc: rc,
+func startPump(st *stream, l vmLink, id uint64, body io.Reader, window, max int64, budget *bodyBudget, rc *http.ResponseController) *bodyPump {
+	p := &bodyPump{st: st, vm: l, id: id, body: body, window: window, max: max, budget: budget, rc: rc,
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), failed: make(chan struct{})}
 	go p.run()
 	return p
@@ -117,13 +117,13 @@ func (p *bodyPump) run() {
 		if n > 0 {
 			sent += int64(n)
 			if p.max > 0 && sent > p.max {
-				vm.Submit(wire.InBodyEnd, p.id, wire.FlagTooLarge, 0, nil)
+				p.vm.submit(wire.InBodyEnd, p.id, wire.FlagTooLarge, 0, nil)
 				p.set(bodyTooLarge)
 				return
 			}
 			p.budget.take(int64(n))
 			p.st.bodySent.Add(int64(n))
-			vm.Submit(wire.InBody, p.id, 0, 0, buf[:n])
+			p.vm.submit(wire.InBody, p.id, 0, 0, buf[:n])
 		}
 		if err != nil && p.end(err) {
 			return
@@ -138,19 +138,19 @@ func (p *bodyPump) end(err error) bool {
 		return false
 	}
 	if err == io.EOF {
-		vm.Submit(wire.InBodyEnd, p.id, 0, 0, nil)
+		p.vm.submit(wire.InBodyEnd, p.id, 0, 0, nil)
 		p.set(bodyEOF)
 		return true
 	}
 	select {
 	case <-p.stop: // the handler cut the read short
-		vm.Submit(wire.InBodyEnd, p.id, wire.FlagError, 0, nil)
+		p.vm.submit(wire.InBodyEnd, p.id, wire.FlagError, 0, nil)
 		p.set(bodyStopped)
 		return true
 	default:
 	}
 	state, flags := classifyBodyError(err)
-	vm.Submit(wire.InBodyEnd, p.id, flags, 0, nil)
+	p.vm.submit(wire.InBodyEnd, p.id, flags, 0, nil)
 	p.set(state)
 	if state != bodyTooLarge {
 		close(p.failed)

@@ -103,7 +103,11 @@ func (rs *responder) handle(m *vm.Msg) error {
 			// Nothing went to the client yet: a clean 500 instead of a
 			// connection closed with nothing sent.
 			rs.pending = false
-			rs.answer(http.StatusInternalServerError, false)
+			status := http.StatusInternalServerError
+			if m.Aux() != 0 {
+				status = int(m.Aux()) // 502: its worker died (pool.go)
+			}
+			rs.answer(status, false)
 		} else {
 			rs.reset = true
 		}

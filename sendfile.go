@@ -77,6 +77,12 @@ func openSendfileDirs(dirs []string) ([]sendfileDir, error) {
 	return out, nil
 }
 
+func closeSendfileDirs(dirs []sendfileDir) {
+	for _, d := range dirs {
+		d.root.Close()
+	}
+}
+
 var errNotAllowed = errors.New("the path is not under a --sendfile-dir")
 
 // openAllowed opens target (an absolute path) under the allowed directory

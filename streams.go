@@ -31,6 +31,7 @@ type stream struct {
 	method   string
 	path     string
 	app      *App
+	vm       vmLink // where the request runs
 	req      *http.Request
 	calls    map[uint64]context.CancelCauseFunc // upstream calls under way
 	refs     atomic.Int32
@@ -63,7 +64,7 @@ func newStreams(n int) *streams {
 }
 
 // acquire takes a free slot for a new request, or returns nil.
-func (s *streams) acquire(a *App, r *http.Request, hasBody bool, onFree func()) *stream {
+func (s *streams) acquire(a *App, r *http.Request, hasBody bool, onFree func(), l vmLink) *stream {
 	s.mu.Lock()
 	if len(s.free) == 0 {
 		s.mu.Unlock()
@@ -83,7 +84,7 @@ func (s *streams) acquire(a *App, r *http.Request, hasBody bool, onFree func()) 
 	st.id = uint64(st.uses)<<32 | uint64(slot)
 	st.detached = false
 	st.method, st.path = r.Method, r.URL.Path
-	st.app, st.req = a, r
+	st.app, st.req, st.vm = a, r, l
 	st.hasBody = hasBody
 	st.onFree = onFree
 	st.mu.Unlock()
@@ -160,13 +161,13 @@ func (s *streams) startUpstream(m *vm.Msg) {
 	if st == nil {
 		return // the request is over
 	}
-	a, r := st.app, st.req
+	a, r, l := st.app, st.req, st.vm
 	st.mu.Unlock()
 	if a == nil || a.opts.Upstream == nil || a.opts.Upstream.Upstream == nil {
-		a.reply(id, call, nil, &UpstreamError{"upstream calls are not configured for this app"})
+		replyUpstream(l, id, call, nil, &UpstreamError{"upstream calls are not configured for this app"})
 		return
 	}
-	go a.upstream(st, r, id, call, p)
+	go a.upstream(st, l, r, id, call, p)
 }
 
 // cancelUpstream stops a call whose caller stopped waiting.
@@ -272,7 +273,7 @@ func (s *streams) unref(st *stream) {
 		st.app.rt.counters.orphans.Add(-1)
 		st.orphanOf = nil
 	}
-	st.app, st.req = nil, nil
+	st.app, st.req, st.vm = nil, nil, nil
 	if st.timer != nil {
 		st.timer.Stop()
 		st.timer = nil

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -57,7 +56,7 @@ const (
 // upstream runs one call the VM asked for and sends it the outcome. The
 // call ends with the request: when it finished first, or its client left,
 // the call is cancelled.
-func (a *App) upstream(st *stream, origin *http.Request, id, call uint64, payload []byte) {
+func (a *App) upstream(st *stream, l vmLink, origin *http.Request, id, call uint64, payload []byte) {
 	o := a.opts.Upstream
 	// On HTTP/1 the request's context also ends on a client's half-close
 	// (see App.serve): the call ends with the handler instead (detach).
@@ -74,13 +73,13 @@ func (a *App) upstream(st *stream, origin *http.Request, id, call uint64, payloa
 	defer func() {
 		if p := recover(); p != nil {
 			a.rt.log().Error("ruvoy: panic in an upstream call", zap.Any("panic", p), zap.Stack("stack"))
-			a.reply(id, call, nil, &UpstreamError{"the upstream call failed inside the server"})
+			replyUpstream(l, id, call, nil, &UpstreamError{"the upstream call failed inside the server"})
 		}
 	}()
 
 	c, timeout, ok := decodeCall(payload)
 	if !ok {
-		a.reply(id, call, nil, &UpstreamError{"malformed upstream call"})
+		replyUpstream(l, id, call, nil, &UpstreamError{"malformed upstream call"})
 		return
 	}
 	c.Origin = origin
@@ -99,7 +98,7 @@ func (a *App) upstream(st *stream, origin *http.Request, id, call uint64, payloa
 	case errors.Is(err, context.DeadlineExceeded) || callCtx.Err() == context.DeadlineExceeded:
 		res, err = &UpstreamResponse{Status: http.StatusGatewayTimeout, Header: http.Header{}}, nil
 	}
-	a.reply(id, call, res, err)
+	replyUpstream(l, id, call, res, err)
 }
 
 // Why an upstream call is cancelled.
@@ -108,17 +107,17 @@ var (
 	errRequestOver   = errors.New("ruvoy: the request finished before the upstream call did")
 )
 
-func (a *App) reply(id, call uint64, res *UpstreamResponse, err error) {
+func replyUpstream(l vmLink, id, call uint64, res *UpstreamResponse, err error) {
 	if err != nil {
 		var ue *UpstreamError
 		if !errors.As(err, &ue) {
 			ue = &UpstreamError{err.Error()}
 		}
-		vm.Submit(wire.InUpstreamReply, id, wire.FlagFailed, call, []byte(ue.Msg))
+		l.submit(wire.InUpstreamReply, id, wire.FlagFailed, call, []byte(ue.Msg))
 		return
 	}
 	b := wire.AppendUpstreamReply(make([]byte, 0, 256+len(res.Body)), res.Status, res.Header, res.Body)
-	vm.Submit(wire.InUpstreamReply, id, 0, call, b)
+	l.submit(wire.InUpstreamReply, id, 0, call, b)
 }
 
 // decodeCall reads a wire.OutUpstream payload.
