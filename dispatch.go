@@ -31,6 +31,9 @@ func (rt *Runtime) dispatch() {
 			rt.route(m)
 			m = next
 		}
+		if rt.relay != nil {
+			rt.relay.flush()
+		}
 	}
 }
 
@@ -40,6 +43,10 @@ func (rt *Runtime) route(m *vm.Msg) {
 			rt.log().Error("ruvoy: panic while routing a VM message", zap.Any("panic", p))
 		}
 	}()
+	if rt.relay != nil && m.Kind() != wire.OutReply {
+		rt.relayMsg(m) // a worker: the front end routes it
+		return
+	}
 	switch m.Kind() {
 	case wire.OutLog:
 		rt.logFromVM(m)
@@ -58,13 +65,14 @@ func (rt *Runtime) route(m *vm.Msg) {
 
 // logFromVM writes a log entry the VM thread made: a message, then
 // name/value pairs; a backtrace becomes a list of lines, and a number of
-// milliseconds (a name ending in _ms) a number.
-func (rt *Runtime) logFromVM(m *vm.Msg) {
+// milliseconds (a name ending in _ms) a number; extra fields come first.
+func (rt *Runtime) logFromVM(m *vm.Msg, extra ...zap.Field) {
 	parts := wire.ReadStrings(m.Payload())
 	if len(parts) == 0 {
 		return
 	}
-	fields := make([]zap.Field, 0, len(parts)/2+2)
+	fields := make([]zap.Field, 0, len(parts)/2+2+len(extra))
+	fields = append(fields, extra...)
 	if m.Stream() != 0 {
 		if method, path, ok := rt.streams.describe(uint64(m.Stream())); ok {
 			fields = append(fields, zap.String("method", method), zap.String("path", path))

@@ -1,9 +1,11 @@
 package ruvoy
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,8 +26,44 @@ type VMStats struct {
 	OffloadWaiting int // callers waiting for an offload thread
 }
 
-// Stats reads the VM's figures without stopping it.
+// Stats reads the figures of the process's VM, and of its workers as they
+// last reported them (cluster mode): counts and times add up, LoopLag is
+// the worst; RunningFor is the shortest hold among the VMs, since the
+// server is held only while every one of them is.
 func (rt *Runtime) Stats() VMStats {
+	var v VMStats
+	n := 0
+	if rt.local.Load() {
+		v, n = rt.localStats(), 1
+	}
+	for _, s := range rt.workerStats() {
+		if n == 0 {
+			v = s.VMStats
+		} else {
+			v.Busy += s.Busy
+			v.LoopLag = max(v.LoopLag, s.LoopLag)
+			if s.RunningFor < v.RunningFor {
+				v.RunningFor, v.RunningStream = s.RunningFor, s.RunningStream
+			}
+			v.Requests += s.Requests
+			v.Fibers += s.Fibers
+			v.ResponseBytes += s.ResponseBytes
+			v.GCCount += s.GCCount
+			v.GCTime += s.GCTime
+			v.HeapLiveSlots += s.HeapLiveSlots
+			v.OffloadBusy += s.OffloadBusy
+			v.OffloadWaiting += s.OffloadWaiting
+		}
+		n++
+	}
+	return v
+}
+
+// localStats reads this process's VM's figures without stopping it.
+func (rt *Runtime) localStats() VMStats {
+	if !rt.local.Load() {
+		return VMStats{}
+	}
 	s := vm.ReadStats()
 	v := VMStats{
 		Busy:           time.Duration(s.BusyNS),
@@ -91,7 +129,13 @@ var (
 		{desc("vm_loop_lag_seconds", "How late the event loop's last periodic tick ran, or how long Ruby code has held the VM thread while it does."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return s.LoopLag.Seconds() }},
 		{desc("vm_stalls_total", "Times the VM thread was held longer than the stall threshold."), prometheus.CounterValue,
-			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.stalls.Load()) }},
+			func(rt *Runtime, _ *VMStats) float64 {
+				n := rt.counters.stalls.Load()
+				for _, w := range rt.workerStats() {
+					n += w.Stalls
+				}
+				return float64(n)
+			}},
 		{desc("fibers_requests", "Request fibers alive."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return float64(s.Requests) }},
 		{desc("fibers_scheduled", "Fibers started with Fiber.schedule, alive."), prometheus.GaugeValue,
@@ -109,10 +153,71 @@ var (
 	}
 )
 
+// Cluster mode: each worker's own series, labelled by its slot (0 to
+// workers-1); a slot's replacements keep its label.
+var (
+	workerInFlightDesc = desc("worker_requests_in_flight", "Requests a worker runs.", "worker")
+	workerHeldDesc     = desc("worker_held", "1 while Ruby code holds the worker's VM thread (it gets no new requests).", "worker")
+	workerRSSDesc      = desc("worker_rss_bytes", "A worker's resident memory.", "worker")
+	workerBusyDesc     = desc("worker_vm_busy_seconds_total", "Time a worker's VM thread spent working (resets when the worker is replaced).", "worker")
+	workerRestartsDesc = desc("worker_restarts_total", "Workers started again in a slot after one died.", "worker")
+	workersDesc        = desc("workers", "Worker processes serving.")
+)
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rejectedDesc
 	for _, m := range metrics {
 		ch <- m.desc
+	}
+	for _, d := range []*prometheus.Desc{workerInFlightDesc, workerHeldDesc, workerRSSDesc, workerBusyDesc, workerRestartsDesc, workersDesc} {
+		ch <- d
+	}
+}
+
+// slotFigures is one worker slot's series, summed over the pools that
+// have it (apps, and the old and new app across a reload).
+type slotFigures struct {
+	inFlight, held, rss, busy, restarts float64
+}
+
+func (rt *Runtime) collectWorkers(ch chan<- prometheus.Metric) {
+	rt.poolsMu.Lock()
+	var slots []slotFigures
+	serving := 0
+	for p := range rt.pools {
+		for i := range p.slots {
+			if i >= len(slots) {
+				slots = append(slots, slotFigures{})
+			}
+			f := &slots[i]
+			f.restarts += float64(p.slotSt[i].restarts.Load())
+			w := p.slots[i].Load()
+			if w == nil {
+				continue
+			}
+			serving++
+			f.inFlight += float64(w.inflight.Load())
+			if w.held.Load() {
+				f.held = 1
+			}
+			if s := w.stats.Load(); s != nil {
+				f.rss += float64(s.RSS)
+				f.busy += s.Busy.Seconds()
+			}
+		}
+	}
+	rt.poolsMu.Unlock()
+	if slots == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(serving))
+	for i, f := range slots {
+		label := strconv.Itoa(i)
+		ch <- prometheus.MustNewConstMetric(workerInFlightDesc, prometheus.GaugeValue, f.inFlight, label)
+		ch <- prometheus.MustNewConstMetric(workerHeldDesc, prometheus.GaugeValue, f.held, label)
+		ch <- prometheus.MustNewConstMetric(workerRSSDesc, prometheus.GaugeValue, f.rss, label)
+		ch <- prometheus.MustNewConstMetric(workerBusyDesc, prometheus.CounterValue, f.busy, label)
+		ch <- prometheus.MustNewConstMetric(workerRestartsDesc, prometheus.CounterValue, f.restarts, label)
 	}
 }
 
@@ -124,5 +229,53 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(rt.counters.rejectedBody.Load()), "body_budget")
 	for _, m := range metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(rt, &s))
+	}
+	rt.collectWorkers(ch)
+}
+
+// statsValues lays a worker's figures out for RV_WORKER_STATS.
+func statsValues(s VMStats, stalls int64, rss uint64) [wire.WorkerStatsCount]uint64 {
+	return [wire.WorkerStatsCount]uint64{
+		uint64(s.Busy), uint64(s.LoopLag), uint64(s.RunningFor), s.RunningStream,
+		uint64(s.Requests), uint64(s.Fibers), uint64(s.ResponseBytes),
+		s.GCCount, uint64(s.GCTime), s.HeapLiveSlots,
+		uint64(s.OffloadBusy), uint64(s.OffloadWaiting), uint64(stalls), rss,
+	}
+}
+
+// statsFrom reads what statsValues laid out.
+func statsFrom(v [wire.WorkerStatsCount]uint64) workerStats {
+	return workerStats{
+		VMStats: VMStats{
+			Busy: time.Duration(v[0]), LoopLag: time.Duration(v[1]), RunningFor: time.Duration(v[2]), RunningStream: v[3],
+			Requests: int(v[4]), Fibers: int(v[5]), ResponseBytes: int64(v[6]),
+			GCCount: v[7], GCTime: time.Duration(v[8]), HeapLiveSlots: v[9],
+			OffloadBusy: int(v[10]), OffloadWaiting: int(v[11]),
+		},
+		Stalls: int64(v[12]), RSS: v[13],
+	}
+}
+
+// workerStats is what each serving worker last reported.
+func (rt *Runtime) workerStats() []workerStats {
+	var out []workerStats
+	rt.eachWorker(func(w *worker) {
+		if s := w.stats.Load(); s != nil {
+			out = append(out, *s)
+		}
+	})
+	return out
+}
+
+// eachWorker calls f for each worker serving a slot of a pool.
+func (rt *Runtime) eachWorker(f func(*worker)) {
+	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
+	for p := range rt.pools {
+		for i := range p.slots {
+			if w := p.slots[i].Load(); w != nil {
+				f(w)
+			}
+		}
 	}
 }

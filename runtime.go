@@ -21,7 +21,9 @@ import (
 const Version = "0.1.0"
 
 // Options configure the VM. They take effect when the process's one VM
-// starts; later Start calls return the running VM and ignore them.
+// starts (with the first app that runs in this process) and for the
+// worker processes of every app in cluster mode; later Start calls return
+// the running Runtime and ignore them.
 type Options struct {
 	Program        string   // $0 for the app (default "ruvoy")
 	Args           []string // ARGV for the app
@@ -34,8 +36,12 @@ const (
 	maxStreams            = 1 << 16 // the stream table's size: every request in Ruby has a stream
 )
 
-// Runtime is the process's Ruby VM.
+// Runtime is the process's Ruby VM, and the worker processes of its apps
+// in cluster mode (pool.go).
 type Runtime struct {
+	opts      Options
+	bootMu    sync.Mutex
+	local     atomic.Bool // this process's VM runs
 	logger    atomic.Pointer[zap.Logger]
 	streams   *streams
 	controlMu sync.Mutex // one control exchange (load, unload) at a time
@@ -47,6 +53,15 @@ type Runtime struct {
 	stallWarn atomic.Int64 // time.Duration; see watchdog.go
 	holdLimit atomic.Int64 // time.Duration; see watchdog.go
 	lastBoot  atomic.Pointer[BootError]
+
+	poolsMu sync.Mutex
+	pools   map[*pool]struct{} // the worker pools of apps not yet unloaded
+
+	// In a worker process (worker.go): the VM's messages go to the front
+	// end, and the requests it runs are counted.
+	relay    *frameWriter
+	inflight atomic.Int64
+	busy     chan struct{}
 }
 
 type reply struct {
@@ -78,13 +93,20 @@ func RubyPlatform() string { return vm.RubyPlatform() }
 // BuiltABI is the Ruby ABI this binary was compiled for: "3.1.0 x86_64-linux-gnu".
 func BuiltABI() string { return vm.BuiltABI() }
 
-// Start boots the VM once per process and returns it.
+// Start makes the process's Runtime once and returns it. Its VM boots
+// with the first app loaded in this process (not in cluster mode, whose
+// apps run in worker processes).
 func Start(o Options) (*Runtime, error) {
 	startMu.Lock()
 	defer startMu.Unlock()
 	if running != nil {
 		return running, nil
 	}
+	running = newRuntime(o)
+	return running, nil
+}
+
+func newRuntime(o Options) *Runtime {
 	if o.Program == "" {
 		o.Program = "ruvoy"
 	}
@@ -94,25 +116,35 @@ func Start(o Options) (*Runtime, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	rt := &Runtime{streams: newStreams(maxStreams), replies: make(chan reply, 1)}
+	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
+		pools: map[*pool]struct{}{}, busy: make(chan struct{}, 1)}
 	rt.logger.Store(o.Logger)
+	rt.stallWarn.Store(int64(DefaultStallWarn))
+	return rt
+}
 
+// bootLocal boots this process's VM, once.
+func (rt *Runtime) bootLocal() error {
+	rt.bootMu.Lock()
+	defer rt.bootMu.Unlock()
+	if rt.local.Load() {
+		return nil
+	}
 	err := vm.Start(vm.Config{
-		Program:    o.Program,
-		Args:       o.Args,
+		Program:    rt.opts.Program,
+		Args:       rt.opts.Args,
 		RubyLib:    rubyLibrary(),
 		MaxStreams: maxStreams,
-		Window:     uint64(o.ResponseWindow),
+		Window:     uint64(rt.opts.ResponseWindow),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rt.stallWarn.Store(int64(DefaultStallWarn))
+	rt.local.Store(true)
 	go rt.dispatch()
 	go rt.watch()
 	go rt.releaseWhenIdle()
-	running = rt
-	return rt, nil
+	return nil
 }
 
 // SetLogger replaces the logger the runtime writes to (a Caddy config
@@ -144,12 +176,26 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 	if err != nil {
 		return nil, fmt.Errorf("ruvoy: a sendfile directory: %w", err)
 	}
+	if o.Workers > 0 {
+		p, err := rt.startPool(o, rackup, environment, clusters)
+		if err != nil {
+			closeSendfileDirs(dirs)
+			return nil, err
+		}
+		rt.apps.Add(1)
+		a := newApp(rt, 0, o, dirs)
+		a.pool = p
+		return a, nil
+	}
+	if err := rt.bootLocal(); err != nil {
+		closeSendfileDirs(dirs)
+		return nil, fmt.Errorf("ruvoy: starting Ruby: %w", err)
+	}
 	payload := wire.AppendLoadApp(nil, rackup, environment, clusters)
 	r := rt.control(wire.InLoadApp, 0, payload)
 	if r.result == 0 {
-		e := &BootError{Rackup: rackup, Message: r.text}
-		rt.lastBoot.Store(e)
-		return nil, e
+		closeSendfileDirs(dirs)
+		return nil, rt.bootFailed(rackup, r.text)
 	}
 	rt.apps.Add(1)
 	return newApp(rt, r.result, o, dirs), nil
@@ -160,6 +206,12 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 type BootError struct {
 	Rackup  string
 	Message string
+}
+
+func (rt *Runtime) bootFailed(rackup, message string) *BootError {
+	e := &BootError{Rackup: rackup, Message: message}
+	rt.lastBoot.Store(e)
+	return e
 }
 
 // LastBootError is the last app that failed to load, or nil. Caddy flattens
@@ -180,7 +232,14 @@ func (e *BootError) Error() string {
 // ExitVMHeld (the VM thread did not stop: its hooks never ran), or
 // ruby_cleanup's own status.
 func (rt *Runtime) Shutdown() int {
-	rt.stopOnce.Do(func() { rt.exitCode = rt.shutdown() })
+	rt.stopOnce.Do(func() {
+		done := make(chan int, 1)
+		go func() { done <- rt.stopPools() }()
+		if rt.local.Load() {
+			rt.exitCode = rt.shutdown()
+		}
+		rt.exitCode = max(rt.exitCode, <-done)
+	})
 	return rt.exitCode
 }
 
@@ -197,11 +256,11 @@ const (
 
 func (rt *Runtime) shutdown() int {
 	code := 0
-	if n := rt.Stats().Requests; n > 0 {
+	if n := rt.localStats().Requests; n > 0 {
 		code = ExitCutShort
 		rt.log().Warn("ruvoy: requests still running after the grace period: raising Ruvoy::Shutdown in them", zap.Int("requests", n))
 		vm.Interrupt(0, wire.IntrShutdown)
-		for deadline := time.Now().Add(unwindWait); rt.Stats().Requests > 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(unwindWait); rt.localStats().Requests > 0 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -216,7 +275,7 @@ func (rt *Runtime) shutdown() int {
 		return code
 	case <-time.After(cleanupWait):
 	}
-	s := rt.Stats()
+	s := rt.localStats()
 	fields := []zap.Field{zap.Duration("held", s.RunningFor.Round(time.Millisecond))}
 	if method, path, ok := rt.streams.describe(s.RunningStream); ok {
 		fields = append(fields, zap.String("method", method), zap.String("path", path))

@@ -61,7 +61,7 @@ func (rt *Runtime) watch() {
 func (rt *Runtime) exitHeld(since uint64, held time.Duration) {
 	vm.StallCheck(since) // the backtrace, if Ruby reaches a safe point
 	time.Sleep(time.Second)
-	s := rt.Stats()
+	s := rt.localStats()
 	fields := []zap.Field{zap.Duration("held", held.Round(time.Millisecond))}
 	if method, path, ok := rt.streams.describe(s.RunningStream); ok {
 		fields = append(fields, zap.String("method", method), zap.String("path", path))

@@ -2,6 +2,7 @@ package ruvoycaddy
 
 import (
 	"encoding/json"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -26,6 +27,8 @@ func init() {
 //
 //	ruvoy [<matcher>] [<rackup>] {
 //	    environment   <name>
+//	    workers         <n>|auto
+//	    worker_max_rss_bytes <size>
 //	    max_requests    <n>
 //	    queue_timeout   <duration>
 //	    request_timeout <duration>
@@ -75,6 +78,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			continue
+		case "workers":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if d.Val() == "auto" {
+				n, err = runtime.NumCPU(), nil
+			}
+			if err != nil || n < 0 || n > 256 {
+				return d.Errf("workers: want a number from 0 to 256, or auto, got %q", d.Val())
+			}
+			h.Workers = n
 		case "max_requests":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -108,7 +123,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "max_body_size", "max_inflight_body_size":
 			// One name per setting, as in the JSON config and the flags.
 			return d.Errf("%s is now called %s_bytes", d.Val(), strings.TrimSuffix(d.Val(), "_size"))
-		case "max_body_bytes", "request_window", "response_window", "max_inflight_body_bytes":
+		case "max_body_bytes", "request_window", "response_window", "max_inflight_body_bytes", "worker_max_rss_bytes":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -124,6 +139,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.RequestWindow = int64(n)
 			case "max_inflight_body_bytes":
 				h.MaxInflightBodyBytes = int64(n)
+			case "worker_max_rss_bytes":
+				h.WorkerMaxRSSBytes = int64(n)
 			default:
 				h.ResponseWindow = int64(n)
 			}

@@ -69,6 +69,15 @@ type Handler struct {
 	// ResponseWindow bounds the response bytes in flight to a client
 	// (default 256 KiB); a producer ahead by that much waits.
 	ResponseWindow int64 `json:"response_window,omitempty"`
+	// Workers, when above 0, runs the app in that many worker processes
+	// (cluster mode): each has its own VM, and a new request goes to the
+	// one with the fewest requests in flight. A config reload starts new
+	// workers with the app's code as it is now, and stops the old ones
+	// once their requests end. StallWarn and VMHoldLimit apply to each.
+	Workers int `json:"workers,omitempty"`
+	// WorkerMaxRSSBytes replaces a worker whose resident memory grows
+	// past it, once its requests end (default 0: never).
+	WorkerMaxRSSBytes int64 `json:"worker_max_rss_bytes,omitempty"`
 
 	// SendfileDirs are the directories whose files an X-Sendfile or
 	// X-Accel-Redirect response header may name (Rails'
@@ -183,6 +192,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		RemoteUser:           remoteUser,
 		Trusted:              trustedProxy,
 		SendfileDirs:         h.SendfileDirs,
+		Workers:              h.Workers,
+		WorkerMaxRSS:         h.WorkerMaxRSSBytes,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
 		return err

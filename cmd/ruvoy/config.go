@@ -37,6 +37,12 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.bodyBudget > 0 {
 		handler["max_inflight_body_bytes"] = o.bodyBudget
 	}
+	if o.workers > 0 {
+		handler["workers"] = o.workers
+		if o.workerMaxRSS > 0 {
+			handler["worker_max_rss_bytes"] = o.workerMaxRSS << 20
+		}
+	}
 	protocols := []string{"h1"}
 	if o.h2c {
 		protocols = append(protocols, "h2c")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"syscall"
@@ -17,11 +18,23 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"go.uber.org/zap"
+
 	"github.com/ruvoy/ruvoy"
 	_ "github.com/ruvoy/ruvoy/caddy"
 )
 
 func main() {
+	if fd := os.Getenv(ruvoy.WorkerFDEnv); fd != "" {
+		// A worker process of a ruvoy serving in cluster mode.
+		n, err := strconv.Atoi(fd)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ruvoy: %s=%q is not a descriptor\n", ruvoy.WorkerFDEnv, fd)
+			os.Exit(2)
+		}
+		os.Unsetenv(ruvoy.WorkerFDEnv) // not for the app's child processes
+		os.Exit(ruvoy.RunWorker(n))
+	}
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
 		case "help": // Caddy's own help names caddy, not ruvoy's options
@@ -112,7 +125,30 @@ func serve(args []string) int {
 		}
 	}
 	fmt.Printf("%s: serving %s on %s\n", versionLine(), opts.rackupArg, opts.url())
-	select {} // signals end the process (caddy.TrapSignals)
+	reloadOnSignal(cfg, rt)
+	return 0 // not reached: signals end the process (caddy.TrapSignals)
+}
+
+// reloadOnSignal loads the config again on SIGUSR2 or SIGHUP, forever:
+// in cluster mode new workers boot with the app's code as it is now and
+// the old ones stop once their requests end; in one process the rackup is
+// parsed again in the same VM (docs/cli.md). A rackup that fails to load
+// leaves the running app serving.
+func reloadOnSignal(cfg []byte, rt *ruvoy.Runtime) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGUSR2, syscall.SIGHUP)
+	for sig := range signals {
+		log := caddy.Log().Named("ruvoy")
+		log.Warn("ruvoy: reloading the app", zap.String("signal", sig.String()))
+		if err := caddy.Load(cfg, true); err != nil {
+			if boot := rt.LastBootError(); boot != nil {
+				err = boot
+			}
+			log.Error("ruvoy: the reload failed: the app as it was goes on serving", zap.Error(err))
+			continue
+		}
+		log.Warn("ruvoy: reloaded")
+	}
 }
 
 // boundPort is the port the server listens on (-p 0 lets the kernel pick

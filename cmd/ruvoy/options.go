@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -18,6 +19,11 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              unix socket (mode 0660; unix:///PATH|0666 to choose), fd/N on
                              descriptor N (systemd socket activation)
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
+    -w, --workers N          Run the app in N worker processes, one VM each, behind this
+                             one (cluster mode); auto: one per core (default: $WEB_CONCURRENCY,
+                             else 0: the app runs in this process)
+        --worker-max-rss MIB Replace a worker whose memory grows past MIB, once its
+                             requests end (cluster mode; default: never)
         --tls-cert FILE      Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN, and HTTP/3 on the same
         --tls-key FILE       port) with this certificate and key (PEM)
         --tls-client-ca FILE Ask clients for certificates signed by this CA (PEM); the app
@@ -97,6 +103,8 @@ type options struct {
 	grace                      int
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
+	workers                    int     // 0: the app runs in this process
+	workerMaxRSS               int64   // MiB; 0: none
 	stallWarn                  int     // ms; -1: the default
 	requestTimeout, holdLimit  float64 // seconds; 0: none
 	minUploadRate              int     // bytes a second; 0: off
@@ -155,6 +163,12 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	if e := getenv("RACK_ENV"); e != "" {
 		o.environment = e
+	}
+	if n := getenv("WEB_CONCURRENCY"); n != "" {
+		var err error
+		if o.workers, err = workersValue(n); err != nil {
+			return nil, fmt.Errorf("WEB_CONCURRENCY: %w", err)
+		}
 	}
 	var positional []string
 	for i := 0; i < len(args); i++ {
@@ -223,6 +237,17 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 					err = fmt.Errorf("--max-body-bytes: want a number of bytes, got %q", v)
 				}
 			}
+		case "-w", "--workers":
+			var v string
+			if v, err = takeValue(); err == nil {
+				if o.workers, err = workersValue(v); err != nil {
+					err = fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		case "--worker-max-rss":
+			var v int
+			v, err = intValue(name, takeValue, 1)
+			o.workerMaxRSS = int64(v)
 		case "--max-requests":
 			o.maxRequests, err = intValue(name, takeValue, 1)
 		case "--queue-timeout":
@@ -338,6 +363,22 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// maxWorkers bounds -w: more processes than this is a typo.
+const maxWorkers = 256
+
+// workersValue reads -w and WEB_CONCURRENCY: a number of worker
+// processes, or auto (one per core).
+func workersValue(v string) (int, error) {
+	if v == "auto" {
+		return runtime.NumCPU(), nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxWorkers {
+		return 0, fmt.Errorf("want a number of workers from 0 to %d, or auto, got %q", maxWorkers, v)
+	}
+	return n, nil
 }
 
 // checkSocket reads an address that is not a host: unix:///PATH (as Puma

@@ -1,0 +1,304 @@
+package ruvoy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ruvoy/ruvoy/internal/wire"
+
+	"go.uber.org/zap"
+)
+
+// A pool is the worker processes one app runs in (cluster mode): each is
+// this binary started again (RunWorker) with its own VM and the app
+// loaded, joined to the front end by a unix socket that carries the same
+// messages a local VM exchanges (wire.h: "Workers"). The front end keeps
+// the listeners, TLS, admission, the streams and the client connections;
+// a request goes to the worker with the fewest requests in flight, and a
+// worker that dies is replaced.
+type pool struct {
+	rt      *Runtime
+	cfg     workerConfig
+	maxRSS  uint64
+	slots   []atomic.Pointer[worker] // the worker serving each slot; nil while one starts
+	rr      atomic.Uint32
+	mu      sync.Mutex
+	closing bool
+	live    sync.WaitGroup // workers not yet exited
+	slotSt  []slotState
+	stopped chan struct{} // closed once stop is called
+	codes   []int         // exit statuses of the workers stopped by stop
+}
+
+// slotState is what outlives one worker in a slot.
+type slotState struct {
+	restarts atomic.Int64
+	backoff  time.Duration // the wait before the next restart after a quick death
+}
+
+const (
+	// A worker that dies within quickDeath of its start is in a crash loop:
+	// each restart waits twice as long as the last, up to maxBackoff.
+	quickDeath   = 10 * time.Second
+	firstBackoff = 250 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+	// heldPenalty ranks a worker whose VM thread is held behind every
+	// worker that is not: it gets new requests only when all are held.
+	heldPenalty = 1 << 20
+	rssEvery    = 5 * time.Second
+)
+
+func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string) (*pool, error) {
+	window := rt.opts.ResponseWindow
+	if o.ResponseWindow > 0 {
+		window = int(o.ResponseWindow)
+	}
+	p := &pool{rt: rt, maxRSS: uint64(max(o.WorkerMaxRSS, 0)), slots: make([]atomic.Pointer[worker], o.Workers),
+		slotSt: make([]slotState, o.Workers), stopped: make(chan struct{}),
+		cfg: workerConfig{Program: rt.opts.Program, Args: rt.opts.Args, ResponseWindow: window,
+			StallWarn: time.Duration(rt.stallWarn.Load()), HoldLimit: time.Duration(rt.holdLimit.Load()),
+			Rackup: rackup, Environment: environment, Clusters: clusters}}
+	errs := make(chan error, o.Workers)
+	for i := range o.Workers {
+		go func() {
+			w, err := p.spawn(i)
+			if err == nil {
+				p.slots[i].Store(w)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range o.Workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		p.stop()
+		var boot *BootError
+		if errors.As(first, &boot) {
+			rt.lastBoot.Store(boot)
+		}
+		return nil, first
+	}
+	rt.poolsMu.Lock()
+	rt.pools[p] = struct{}{}
+	rt.poolsMu.Unlock()
+	if p.maxRSS > 0 {
+		go p.watchRSS()
+	}
+	rt.log().Info("ruvoy: workers serving", zap.String("rackup", rackup), zap.Int("workers", o.Workers))
+	return p, nil
+}
+
+// spawn starts a worker for slot and returns it once its app has loaded.
+func (p *pool) spawn(slot int) (*worker, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("ruvoy: a worker's socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "ruvoy-worker"), os.NewFile(uintptr(fds[1]), "ruvoy-front-end")
+	defer theirs.Close()
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("ruvoy: a worker's socket: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
+	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3")
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
+	}
+	conn := c.(*net.UnixConn)
+	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), started: time.Now(),
+		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
+	p.live.Add(1)
+	go w.read()
+	go w.supervise()
+	cfg := p.cfg
+	cfg.Slot = slot
+	b, _ := json.Marshal(cfg)
+	w.out.send(wire.WorkerConfig, 0, 0, 0, b)
+	r := <-w.ready
+	if r.err != nil {
+		w.retire()
+		return nil, r.err
+	}
+	return w, nil
+}
+
+// pick is the worker a new request goes to: the one with the fewest
+// requests in flight, a worker whose VM thread Ruby code holds last;
+// among equals, the next after the last one picked. nil: none serves.
+func (p *pool) pick() *worker {
+	n := uint32(len(p.slots))
+	start := p.rr.Add(1)
+	var best *worker
+	bestLoad := int64(-1)
+	for i := range n {
+		w := p.slots[(start+i)%n].Load()
+		if w == nil || w.retiring.Load() {
+			continue
+		}
+		load := w.inflight.Load()
+		if w.held.Load() {
+			load += heldPenalty
+		}
+		if best == nil || load < bestLoad {
+			best, bestLoad = w, load
+		}
+	}
+	return best
+}
+
+// exited is told by a worker's supervisor that it ended: unless the pool
+// or the worker was stopping, a new worker takes the slot, at once after
+// a worker that served a while, after a growing wait in a crash loop.
+func (p *pool) exited(w *worker) {
+	p.slots[w.slot].CompareAndSwap(w, nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing || w.retiring.Load() {
+		return
+	}
+	st := &p.slotSt[w.slot]
+	st.restarts.Add(1)
+	if time.Since(w.started) < quickDeath {
+		st.backoff = min(max(2*st.backoff, firstBackoff), maxBackoff)
+	} else {
+		st.backoff = 0
+	}
+	p.rt.log().Warn("ruvoy: restarting worker", zap.Int("worker", w.slot), zap.Duration("in", st.backoff))
+	time.AfterFunc(st.backoff, func() { p.replace(w.slot) })
+}
+
+// replace starts a worker for slot; the one there, if any, drains and
+// stops once the new one serves.
+func (p *pool) replace(slot int) {
+	w, err := p.spawn(slot)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		st := &p.slotSt[slot]
+		st.backoff = min(max(2*st.backoff, firstBackoff), maxBackoff)
+		if !p.closing {
+			p.rt.log().Error("ruvoy: a new worker failed to start", zap.Int("worker", slot),
+				zap.Duration("retry_in", st.backoff), zap.String("error", err.Error()))
+			time.AfterFunc(st.backoff, func() { p.replace(slot) })
+		}
+		return
+	}
+	if p.closing {
+		w.retire()
+		return
+	}
+	if old := p.slots[slot].Swap(w); old != nil {
+		old.retire()
+	}
+}
+
+// watchRSS replaces a worker whose resident memory passed maxRSS.
+func (p *pool) watchRSS() {
+	t := time.NewTicker(rssEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopped:
+			return
+		case <-t.C:
+		}
+		for i := range p.slots {
+			w := p.slots[i].Load()
+			if w == nil || w.retiring.Load() || w.replacing.Load() {
+				continue
+			}
+			if rss := processRSS(w.cmd.Process.Pid); rss > p.maxRSS {
+				w.replacing.Store(true)
+				p.rt.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it once its requests end",
+					zap.Int("worker", i), zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("rss_bytes", rss), zap.Uint64("max_bytes", p.maxRSS))
+				go p.replace(i)
+			}
+		}
+	}
+}
+
+// stop ends the pool's workers: each finishes or unwinds its requests
+// (Runtime.Shutdown in the worker) and exits. It returns the highest exit
+// status among them, once all have exited.
+func (p *pool) stop() int {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		p.live.Wait()
+		return maxCode(p.codes)
+	}
+	p.closing = true
+	close(p.stopped)
+	p.mu.Unlock()
+	for i := range p.slots {
+		if w := p.slots[i].Swap(nil); w != nil {
+			w.stop()
+		}
+	}
+	p.live.Wait()
+	p.rt.poolsMu.Lock()
+	delete(p.rt.pools, p)
+	p.rt.poolsMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maxCode(p.codes)
+}
+
+func maxCode(codes []int) int {
+	m := 0
+	for _, c := range codes {
+		m = max(m, c)
+	}
+	return m
+}
+
+// stopPools stops every pool (the process is exiting).
+func (rt *Runtime) stopPools() int {
+	rt.poolsMu.Lock()
+	pools := make([]*pool, 0, len(rt.pools))
+	for p := range rt.pools {
+		pools = append(pools, p)
+	}
+	rt.poolsMu.Unlock()
+	codes := make(chan int, len(pools))
+	for _, p := range pools {
+		go func() { codes <- p.stop() }()
+	}
+	code := 0
+	for range pools {
+		code = max(code, <-codes)
+	}
+	return code
+}
+
+// noWorker answers a request that found no worker serving (all of them
+// restarting).
+func noWorker(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Retry-After"] = []string{"1"}
+	refuse(w, r, http.StatusServiceUnavailable)
+}

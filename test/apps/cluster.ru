@@ -1,0 +1,49 @@
+# The app the cluster-mode tests run in worker processes (test/cluster_test.go).
+require "digest"
+require "fiddle"
+
+# A blocking C call that keeps the GVL: it holds the worker's VM thread.
+USLEEP = Fiddle::Function.new(Fiddle.dlopen(nil)["usleep"], [Fiddle::TYPE_INT], Fiddle::TYPE_INT)
+GROWN = []
+
+if File.exist?(ENV.fetch("CLUSTER_BOOT_FAILS", "/nonexistent"))
+  raise "this worker is told to fail its boot"
+end
+
+use Rack::Lint
+run lambda { |env|
+  req = Rack::Request.new(env)
+  text = { "content-type" => "text/plain" }
+  case req.path_info
+  when "/pid"
+    [200, text, [Process.pid.to_s]]
+  when "/sleep"
+    sleep Float(req.params.fetch("s", "1"))
+    [200, text, [Process.pid.to_s]]
+  when "/block"
+    # usleep returns early when the stall detector's signal lands: go on.
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(req.params.fetch("s", "1"))
+    while (left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)) > 0
+      USLEEP.call((left * 1_000_000).to_i)
+    end
+    [200, text, [Process.pid.to_s]]
+  when "/crash"
+    Process.kill(:KILL, Process.pid)
+    sleep 10
+  when "/exit"
+    exit!(7)
+  when "/grow"
+    GROWN << ("x" * Integer(req.params.fetch("mib", "64")) * 1024 * 1024)
+    [200, text, [Process.pid.to_s]]
+  when "/file"
+    Rack::Files.new(File.expand_path(".", __dir__)).call(env.merge("PATH_INFO" => "/file.txt"))
+  when "/upload"
+    body = env["rack.input"].read
+    [200, text, ["#{body.bytesize} #{Digest::SHA256.hexdigest(body)}"]]
+  when "/stream"
+    body = Enumerator.new { |y| 5.times { |i| y << "chunk #{i}\n"; sleep 0.01 } }
+    [200, text, body]
+  else
+    [404, text, ["not found"]]
+  end
+}

@@ -1,0 +1,246 @@
+package ruvoy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/wire"
+
+	"go.uber.org/zap"
+)
+
+// A worker is one worker process as the front end sees it: the vmLink
+// its requests' messages go through, and the reader that hands what its
+// VM sends to the streams, as the dispatcher does for a local VM.
+type worker struct {
+	pool    *pool
+	slot    int
+	cmd     *exec.Cmd
+	conn    *net.UnixConn
+	out     *frameWriter
+	started time.Time
+
+	mu       sync.Mutex
+	streams  map[uint64]struct{} // requests it runs (until their FINAL)
+	dead     bool
+	inflight atomic.Int64
+
+	held      atomic.Bool // Ruby code holds its VM thread (RV_WORKER_HELD)
+	retiring  atomic.Bool // it takes no new request, and stops once its requests end
+	replacing atomic.Bool // a new worker is starting to take its slot
+	stopping  atomic.Bool // it was told to stop: its exit is expected
+	stats     atomic.Pointer[workerStats]
+
+	ready    chan bootResult
+	readDone chan struct{}
+}
+
+type bootResult struct{ err error }
+
+// workerStats is what a worker last reported (RV_WORKER_STATS).
+type workerStats struct {
+	VMStats
+	Stalls int64  // its stall detector's count
+	RSS    uint64 // its resident memory, bytes
+}
+
+func (w *worker) start(stream, app uint64, head []byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dead {
+		return false
+	}
+	w.streams[stream] = struct{}{}
+	w.inflight.Add(1)
+	w.out.send(wire.InRequest, stream, 0, app, head)
+	return true
+}
+
+func (w *worker) submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
+	w.out.send(kind, stream, flags, aux, payload)
+}
+
+func (w *worker) cancel(stream uint64, flags uint32) {
+	w.out.send(wire.InCancel, stream, flags, 0, nil)
+}
+
+func (w *worker) interrupt(stream uint64, reason uint32) {
+	w.out.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
+}
+
+// finished says the worker's VM is done with stream.
+func (w *worker) finished(stream uint64) {
+	w.mu.Lock()
+	_, ok := w.streams[stream]
+	delete(w.streams, stream)
+	w.mu.Unlock()
+	if ok && w.inflight.Add(-1) == 0 && w.retiring.Load() {
+		w.stop()
+	}
+}
+
+// retire takes the worker out of the rotation; it stops once its
+// requests have ended.
+func (w *worker) retire() {
+	w.retiring.Store(true)
+	if w.inflight.Load() == 0 {
+		w.stop()
+	}
+}
+
+// stopWait is how long a stopped worker has to exit before it is killed:
+// it unwinds its requests and cleans its VM up (Runtime.Shutdown).
+const stopWait = unwindWait + cleanupWait + 2*time.Second
+
+// stop tells the worker to stop (RV_IN_STOP), once.
+func (w *worker) stop() {
+	if !w.stopping.CompareAndSwap(false, true) {
+		return
+	}
+	w.out.send(wire.InStop, 0, 0, 0, nil)
+	w.out.finish()
+	time.AfterFunc(stopWait, func() {
+		select {
+		case <-w.readDone:
+		default:
+			w.pool.rt.log().Error("ruvoy: a worker did not stop in time: killing it", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid))
+		}
+		w.cmd.Process.Kill() // after Wait returned, this fails harmlessly
+	})
+}
+
+// read hands what the worker sends to the streams until its socket ends.
+func (w *worker) read() {
+	defer close(w.readDone)
+	fr := newFrameReader(w.conn)
+	defer fr.closeFDs()
+	in := bufio.NewReaderSize(fr, 64<<10)
+	rt := w.pool.rt
+	var hdr [wire.FrameHeader]byte
+	var err error
+	for {
+		var f wire.Frame
+		if f, err = wire.ReadFrame(in, &hdr); err != nil {
+			break
+		}
+		if f.Kind >= wire.WorkerConfig {
+			p := make([]byte, f.Len)
+			if _, err = io.ReadFull(in, p); err != nil {
+				break
+			}
+			w.control(f, p)
+			continue
+		}
+		m := vm.NewMsg(f.Kind, f.Stream, f.Flags, f.Aux, int(f.Len))
+		if _, err = io.ReadFull(in, m.Payload()); err != nil {
+			m.Free()
+			break
+		}
+		if f.Kind == wire.OutFile {
+			wire.SetResponseFD(m.Payload(), int32(fr.takeFD()))
+		}
+		if f.Flags&wire.FlagFinal != 0 {
+			w.finished(f.Stream)
+		}
+		switch f.Kind {
+		case wire.OutLog:
+			rt.logFromVM(m, zap.Int("worker", w.slot))
+			m.Free()
+		case wire.OutReply:
+			m.Free() // a worker answers its own control messages
+		default:
+			rt.route(m)
+		}
+	}
+	if !errors.Is(err, io.EOF) && !w.stopping.Load() {
+		rt.log().Error("ruvoy: reading from a worker failed: killing it", zap.Int("worker", w.slot), zap.Error(err))
+		w.cmd.Process.Kill()
+	}
+}
+
+// control takes a frame of the worker's own kinds.
+func (w *worker) control(f wire.Frame, p []byte) {
+	switch f.Kind {
+	case wire.WorkerReady:
+		var r bootResult
+		if f.Aux != 1 {
+			r.err = &BootError{Rackup: w.pool.cfg.Rackup, Message: string(p)}
+		}
+		select {
+		case w.ready <- r:
+		default:
+		}
+	case wire.WorkerHeld:
+		w.held.Store(f.Aux == 1)
+	case wire.WorkerStats:
+		if v, ok := wire.ReadStats(p); ok {
+			s := statsFrom(v)
+			w.stats.Store(&s)
+		}
+	}
+}
+
+// supervise waits for the worker's process to end, fails the requests it
+// still ran, and tells the pool.
+func (w *worker) supervise() {
+	p := w.pool
+	defer p.live.Done()
+	waitErr := w.cmd.Wait()
+	select {
+	case <-w.readDone:
+	case <-time.After(time.Second): // a child of the worker still holds the socket
+		w.conn.Close()
+		<-w.readDone
+	}
+	w.conn.Close()
+	w.out.close()
+	failed := w.fail()
+	select {
+	case w.ready <- bootResult{fmt.Errorf("ruvoy: worker %d exited while its app loaded (%v)", w.slot, waitErr)}:
+	default:
+	}
+	code := w.cmd.ProcessState.ExitCode()
+	if code < 0 {
+		code = ExitVMHeld // killed
+	}
+	if w.stopping.Load() {
+		p.mu.Lock()
+		p.codes = append(p.codes, code)
+		p.mu.Unlock()
+	} else {
+		p.rt.log().Error("ruvoy: a worker exited", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid),
+			zap.String("cause", exitCause(waitErr)), zap.Int("requests_failed", failed))
+	}
+	p.exited(w)
+}
+
+// fail ends the requests the worker still ran, as the VM would have
+// ended them had it failed: 502 when nothing was sent yet, else a cut.
+func (w *worker) fail() int {
+	w.mu.Lock()
+	w.dead = true
+	ids := w.streams
+	w.streams = map[uint64]struct{}{}
+	w.mu.Unlock()
+	w.inflight.Store(0)
+	for id := range ids {
+		w.pool.rt.streams.deliver(vm.NewMsg(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, http.StatusBadGateway, 0))
+	}
+	return len(ids)
+}
+
+func exitCause(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
