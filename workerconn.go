@@ -55,12 +55,15 @@ type workerStats struct {
 
 func (w *worker) start(stream, app uint64, head []byte) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.dead {
+		w.mu.Unlock()
 		return false
 	}
 	w.streams[stream] = struct{}{}
 	w.inflight.Add(1)
+	w.mu.Unlock()
+	// Should the worker die now, fail has ended the request already and
+	// the frame is dropped.
 	w.out.send(wire.InRequest, stream, 0, app, head)
 	return true
 }

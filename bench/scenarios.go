@@ -62,6 +62,11 @@ var scenarios = []scenario{
 	{name: "1mib", label: "1 MiB responses, 10 connections", measure: func(t target) sample {
 		return wrk(t, "/1mib", 10, "")
 	}},
+	// CPU-bound: a few milliseconds of Ruby per request, where a second
+	// core (cluster mode) pays.
+	{name: "cpu", label: "3 ms of Ruby per request, 20 connections", measure: func(t target) sample {
+		return wrk(t, "/cpu", 20, "")
+	}},
 	{name: "ttfb", label: "time to first byte of a streamed response, ms (lower is better)", measure: ttfb},
 	{name: "rails-json", label: "Rails 6.1 JSON show (examples/rails, SQLite), 20 connections", app: "rails",
 		measure: func(t target) sample { return wrk(t, "/articles/1.json", 20, "") }},

@@ -42,14 +42,17 @@ func (s server) runs(sc scenario) bool {
 	return !sc.h2 || s.h2
 }
 
+// ruvoyServer is ruvoy as users start it: one process.
+var ruvoyServer = server{name: "ruvoy", label: "ruvoy", h2: true, start: func(l launch) *exec.Cmd {
+	args := []string{"-e", "production", "-p", l.port}
+	if l.tls {
+		args = append(args, "--tls-cert", l.cert, "--tls-key", l.key)
+	}
+	return exec.Command(filepath.Join(l.root, "ruvoy"), append(args, l.rackup)...)
+}}
+
 var servers = []server{
-	{name: "ruvoy", label: "ruvoy", h2: true, start: func(l launch) *exec.Cmd {
-		args := []string{"-e", "production", "-p", l.port}
-		if l.tls {
-			args = append(args, "--tls-cert", l.cert, "--tls-key", l.key)
-		}
-		return exec.Command(filepath.Join(l.root, "ruvoy"), append(args, l.rackup)...)
-	}},
+	ruvoyServer,
 	{name: "puma-5", label: "puma -t 5", ruby: true, start: func(l launch) *exec.Cmd { return puma(l, 5, l.port) }},
 	{name: "puma-100", label: "puma -t 100", ruby: true, start: func(l launch) *exec.Cmd { return puma(l, 100, l.port) }},
 	{name: "thin", label: "thin + ContentLength", ruby: true, start: func(l launch) *exec.Cmd {
@@ -80,6 +83,13 @@ var servers = []server{
 			"handler": "reverse_proxy", "upstreams": []map[string]string{{"dial": "127.0.0.1:" + l.backend}},
 		}))
 	}},
+	// Cluster mode against Puma's: the CPU-bound and Rails fixtures, where
+	// a second core pays, and the no-op ones, where the process hop shows.
+	ruvoyWorkers(1), ruvoyWorkers(2),
+	{name: "puma-w1", label: "puma -w 1 -t 5", ruby: true, only: clusterScenarios,
+		start: func(l launch) *exec.Cmd { return pumaCluster(l, 1) }},
+	{name: "puma-w2", label: "puma -w 2 -t 5", ruby: true, only: clusterScenarios,
+		start: func(l launch) *exec.Cmd { return pumaCluster(l, 2) }},
 	// The ceiling: Caddy answering by itself under ruvoy's server config.
 	{name: "caddy-static", label: "caddy static_response", h2: true,
 		only: []string{"noop", "noop-pinned", "noop-c1", "tls", "h2"}, start: func(l launch) *exec.Cmd {
@@ -107,6 +117,26 @@ func ruvoyWithEnv(settings string) server {
 		return exec.Command("env", append(append(strings.Fields(settings), c.Path), c.Args[1:]...)...)
 	}
 	return s
+}
+
+var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json"}
+
+func ruvoyWorkers(n int) server {
+	s := ruvoyServer
+	base := s.start
+	s.name, s.label, s.only = "ruvoy-w"+itoa(n), "ruvoy -w "+itoa(n), clusterScenarios
+	s.start = func(l launch) *exec.Cmd {
+		c := base(l)
+		c.Args = append([]string{c.Args[0], "-w", itoa(n)}, c.Args[1:]...)
+		return c
+	}
+	return s
+}
+
+func pumaCluster(l launch, workers int) *exec.Cmd {
+	c := puma(l, 5, l.port)
+	c.Args = append([]string{c.Args[0], "-w", itoa(workers)}, c.Args[1:]...)
+	return c
 }
 
 func puma(l launch, threads int, port string) *exec.Cmd {

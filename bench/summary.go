@@ -156,8 +156,8 @@ func (r *runner) targets(servers []server) string {
 	row := func(what, measured string, met bool) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", what, measured, map[bool]string{true: "yes", false: "no"}[met])
 	}
-	ratio := func(scen, peer string, want float64, wantP99 bool) {
-		rv, _ := r.cell("ruvoy", scen)
+	ratioOf := func(ours, scen, peer string, want float64, wantP99 bool) {
+		rv, _ := r.cell(ours, scen)
 		c, _ := r.cell(peer, scen)
 		if rv.good == 0 || c.good == 0 {
 			return
@@ -172,7 +172,17 @@ func (r *runner) targets(servers []server) string {
 		if wantP99 {
 			lower = " with a lower p99"
 		}
+		if ours != "ruvoy" {
+			label = peer + " (" + ours + ")"
+		}
 		row(fmt.Sprintf("%s: ≥ %.2gx %s%s", scen, want, label, lower), fmt.Sprintf("%.2fx, p99 %.2f vs %.2f ms", x, rv.p99, c.p99), ok)
+	}
+	ratio := func(scen, peer string, want float64, wantP99 bool) { ratioOf("ruvoy", scen, peer, want, wantP99) }
+	// Cluster mode (issue 19): two workers on two cores against one, and
+	// against Puma's cluster.
+	for _, scen := range []string{"cpu", "rails-json"} {
+		ratioOf("ruvoy-w2", scen, "ruvoy-w1", 1.7, false)
+		ratioOf("ruvoy-w2", scen, "puma-w2", 1, true)
 	}
 	best := "puma-5"
 	if a, b := r.medianOf("puma-100", "noop"), r.medianOf("puma-5", "noop"); a > b {

@@ -1,6 +1,7 @@
 package ruvoycaddy
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -32,6 +33,24 @@ func TestCaddyfileSizeNames(t *testing.T) {
 		err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + old + "\n}"))
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%q: %v, want an error naming %s", old, err, name)
+		}
+	}
+}
+
+// workers takes a number or auto; anything else is refused.
+func TestCaddyfileWorkers(t *testing.T) {
+	for text, want := range map[string]int{"workers 3": 3, "workers auto": runtime.NumCPU(), "workers 0": 0} {
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + text + "\nworker_max_rss_bytes 512MiB\n}")); err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if h.Workers != want || h.WorkerMaxRSSBytes != 512<<20 {
+			t.Errorf("%q: workers %d, max rss %d", text, h.Workers, h.WorkerMaxRSSBytes)
+		}
+	}
+	for _, bad := range []string{"workers", "workers -1", "workers many", "workers 1000"} {
+		if err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + bad + "\n}")); err == nil {
+			t.Errorf("%q was accepted", bad)
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -429,4 +431,33 @@ func (s *server) waitStderr(t *testing.T, what string, n int) {
 	eventually(t, 60*time.Second, fmt.Sprintf("%q %d times in the log", what, n), func() bool {
 		return strings.Count(s.stderr.String(), what) >= n
 	})
+}
+
+// -w takes a number or auto, WEB_CONCURRENCY is its default, and a bad
+// value is a usage error that names it.
+func TestClusterFlags(t *testing.T) {
+	config := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command(binary(t), append([]string{"--print-config"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := config(nil, "-w", "3", "--worker-max-rss", "512", app("cluster.ru"))
+	equal(t, "exit status", code, 0)
+	mustContain(t, "-w 3", out, `"workers": 3`)
+	mustContain(t, "--worker-max-rss 512", out, `"worker_max_rss_bytes": 536870912`)
+	out, _ = config(nil, "--workers=auto", app("cluster.ru"))
+	mustContain(t, "-w auto", out, `"workers": `+strconv.Itoa(runtime.NumCPU()))
+	out, _ = config([]string{"WEB_CONCURRENCY=2"}, app("cluster.ru"))
+	mustContain(t, "WEB_CONCURRENCY", out, `"workers": 2`)
+	out, _ = config([]string{"WEB_CONCURRENCY=2"}, "-w", "0", app("cluster.ru"))
+	if strings.Contains(out, `"workers"`) {
+		t.Errorf("-w 0 over WEB_CONCURRENCY still runs workers: %s", out)
+	}
+	out, code = config(nil, "-w", "many", app("cluster.ru"))
+	equal(t, "exit status of -w many", code, 2)
+	mustContain(t, "-w many", out, `-w: want a number of workers from 0 to 256, or auto, got "many"`)
+	out, code = config([]string{"WEB_CONCURRENCY=x"}, app("cluster.ru"))
+	equal(t, "exit status of WEB_CONCURRENCY=x", code, 2)
+	mustContain(t, "WEB_CONCURRENCY=x", out, `WEB_CONCURRENCY: want a number`)
 }

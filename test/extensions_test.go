@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func newStandIn(t *testing.T) *standIn {
 // extensionsConfig is a Caddy config: the users and stopped clusters, a
 // plaintext server and an mTLS server, each with a vars handler ahead of
 // ruvoy (context and upstream on).
-func extensionsConfig(t *testing.T, c *certs, port, tlsPort, users, stopped string) string {
+func extensionsConfig(t *testing.T, c *certs, port, tlsPort, users, stopped string, workers int) string {
 	rackup, _ := filepath.Abs(app("extensions.ru"))
 	handle := []any{
 		map[string]any{"handler": "vars", "acme.tenant.id": "t-42", "acme.tenant.tier": "gold", "other.ns.secret": "hidden"},
@@ -70,6 +71,7 @@ func extensionsConfig(t *testing.T, c *certs, port, tlsPort, users, stopped stri
 			},
 			"upstream": map[string]any{"clusters": []string{"users", "stopped", "ghost"}, "timeout_ms": 15000,
 				"max_response_bytes": 1 << 20},
+			"workers": workers,
 		},
 	}
 	caDER, _ := pem.Decode(c.caPEM)
@@ -120,11 +122,18 @@ type extServer struct {
 
 func startExtensions(t *testing.T) *extServer {
 	t.Helper()
+	return startExtensionsIn(t, 0)
+}
+
+// startExtensionsIn runs the app in that many worker processes (0: in
+// ruvoy's own process).
+func startExtensionsIn(t *testing.T, workers int) *extServer {
+	t.Helper()
 	c := makeCerts(t)
 	up := newStandIn(t)
 	port, tlsPort := freePort(t), freePort(t)
 	stopped := "127.0.0.1:" + freePort(t) // nothing listens there
-	cfg := extensionsConfig(t, c, port, tlsPort, strings.TrimPrefix(up.URL, "http://"), stopped)
+	cfg := extensionsConfig(t, c, port, tlsPort, strings.TrimPrefix(up.URL, "http://"), stopped, workers)
 	s := launch(t, port, "run", "--config", cfg)
 	s.waitReady(t)
 	mtls := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
@@ -228,6 +237,29 @@ func TestExtensionsUpstreamCalls(t *testing.T) {
 // A client that leaves during a call: the call is cancelled, not leaked.
 func TestExtensionsClientLeavesDuringCall(t *testing.T) {
 	s := startExtensions(t)
+	c := &http.Client{Timeout: 200 * time.Millisecond}
+	if _, err := c.Get(s.url + "/leave"); err == nil {
+		t.Fatal("the request should have timed out")
+	}
+	eventually(t, 5*time.Second, "the upstream saw the call cancelled", func() bool { return s.up.cancelled.Load() == 1 })
+}
+
+// In cluster mode the calls cross two process boundaries (worker -> front
+// end -> upstream and back): many at once, each gets its own answer, and
+// a client that leaves cancels its call.
+func TestExtensionsUpstreamInWorkers(t *testing.T) {
+	s := startExtensionsIn(t, 2)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := getJSON(t, client, s.url+"/user?id="+strconv.Itoa(i))
+			equal(t, "body", r["body"], any(`{"id":"`+strconv.Itoa(i)+`","accept":"application/json"}`))
+		}()
+	}
+	wg.Wait()
+	equal(t, "route_name", getJSON(t, client, s.url+"/context")["route_name"], any("api"))
 	c := &http.Client{Timeout: 200 * time.Millisecond}
 	if _, err := c.Get(s.url + "/leave"); err == nil {
 		t.Fatal("the request should have timed out")

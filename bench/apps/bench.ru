@@ -35,6 +35,11 @@ run lambda { |env|
   when "/wait200"
     sleep 0.2
     [200, { "content-type" => "text/plain" }, ["waited\n"]]
+  when "/cpu"
+    # About 3 ms of Ruby on this machine (Ruby 3.1, no JIT).
+    x = 0
+    75_000.times { |i| x += i * i }
+    [200, { "content-type" => "text/plain" }, ["#{x}\n"]]
   when "/1mib"
     [200, { "content-type" => "application/octet-stream", "content-length" => MIB.bytesize.to_s }, [MIB]]
   else
