@@ -1,0 +1,221 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"testing"
+)
+
+// env is a fake getenv for parseOptions.
+func env(vars ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(vars); i += 2 {
+		m[vars[i]] = vars[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func abs(t *testing.T, path string) string {
+	t.Helper()
+	a, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// defaultOptions is what parseOptions gives for no arguments and an empty
+// environment.
+func defaultOptions(t *testing.T) options {
+	return options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
+		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters,
+		rackupArg: "config.ru", rackup: abs(t, "config.ru")}
+}
+
+func TestParseOptions(t *testing.T) {
+	dir := t.TempDir()
+	dir2 := t.TempDir()
+	cases := []struct {
+		name   string
+		args   []string
+		getenv func(string) string
+		want   func(o *options)
+	}{
+		{"defaults", nil, env(), func(o *options) {}},
+		{"-p 80", []string{"-p", "80"}, env(), func(o *options) { o.port, o.portGiven = "80", true }},
+		{"-p80", []string{"-p80"}, env(), func(o *options) { o.port, o.portGiven = "80", true }},
+		{"--port 80", []string{"--port", "80"}, env(), func(o *options) { o.port, o.portGiven = "80", true }},
+		{"--port=80", []string{"--port=80"}, env(), func(o *options) { o.port, o.portGiven = "80", true }},
+		{"last -p wins", []string{"-p", "81", "--port=82"}, env(), func(o *options) { o.port, o.portGiven = "82", true }},
+		{"PORT", nil, env("PORT", "9000"), func(o *options) { o.port = "9000" }},
+		{"-p over PORT", []string{"-p", "9001"}, env("PORT", "9000"), func(o *options) { o.port, o.portGiven = "9001", true }},
+		{"-a", []string{"-a", "0.0.0.0"}, env(), func(o *options) { o.address, o.addressGiven = "0.0.0.0", true }},
+		{"--address=", []string{"--address=::1"}, env(), func(o *options) { o.address, o.addressGiven = "::1", true }},
+		{"unix socket", []string{"-a", "unix:///tmp/r.sock"}, env(), func(o *options) {
+			o.address, o.addressGiven, o.socket = "unix:///tmp/r.sock", true, "unix//tmp/r.sock|0660"
+		}},
+		{"RACK_ENV", nil, env("RACK_ENV", "production"), func(o *options) { o.environment = "production" }},
+		{"-e over RACK_ENV", []string{"-eproduction"}, env("RACK_ENV", "test"), func(o *options) { o.environment = "production" }},
+		{"--environment", []string{"--environment", "staging"}, env(), func(o *options) { o.environment = "staging" }},
+		{"--pidfile", []string{"--pidfile", "x.pid"}, env(), func(o *options) { o.pidfile = abs(t, "x.pid") }},
+		{"--pid alias", []string{"--pid", "x.pid"}, env(), func(o *options) { o.pidfile = abs(t, "x.pid") }},
+		{"--pid= alias", []string{"--pid=y.pid"}, env(), func(o *options) { o.pidfile = abs(t, "y.pid") }},
+		{"rackup", []string{"app.ru"}, env(), func(o *options) {
+			o.rackupArg, o.rackup, o.rest = "app.ru", abs(t, "app.ru"), []string{"app.ru"}
+		}},
+		{"options after the rackup", []string{"app.ru", "-p", "9000"}, env(), func(o *options) {
+			o.rackupArg, o.rackup, o.rest = "app.ru", abs(t, "app.ru"), []string{"app.ru"}
+			o.port, o.portGiven = "9000", true
+		}},
+		{"-- ends options", []string{"-p", "81", "--", "-x.ru"}, env(), func(o *options) {
+			o.port, o.portGiven = "81", true
+			o.rackupArg, o.rackup, o.rest = "-x.ru", abs(t, "-x.ru"), []string{"-x.ru"}
+		}},
+		{"- is positional", []string{"-"}, env(), func(o *options) {
+			o.rackupArg, o.rackup, o.rest = "-", abs(t, "-"), []string{"-"}
+		}},
+		{"-- alone", []string{"--"}, env(), func(o *options) {}},
+		{"WEB_CONCURRENCY", nil, env("WEB_CONCURRENCY", "3"), func(o *options) { o.workers = 3 }},
+		{"-w 0 over WEB_CONCURRENCY", []string{"-w", "0"}, env("WEB_CONCURRENCY", "3"), func(o *options) { o.workers = 0 }},
+		{"-w2 over WEB_CONCURRENCY", []string{"-w2"}, env("WEB_CONCURRENCY", "3"), func(o *options) { o.workers = 2 }},
+		{"--workers=auto", []string{"--workers=auto"}, env(), func(o *options) { o.workers = runtime.NumCPU() }},
+		{"WEB_CONCURRENCY=auto", nil, env("WEB_CONCURRENCY", "auto"), func(o *options) { o.workers = runtime.NumCPU() }},
+		{"numbers", []string{"--grace", "3", "--max-body-bytes=100", "--max-requests", "5", "--queue-timeout", "0",
+			"--max-inflight-body-bytes", "1000", "--stall-warn", "0", "--min-upload-rate=0", "--worker-max-rss", "512",
+			"--request-timeout", "1.5", "--vm-hold-limit", "30", "--admin-port", "2019"}, env(), func(o *options) {
+			o.grace, o.maxBodyBytes, o.maxRequests, o.queueTimeout = 3, 100, 5, 0
+			o.bodyBudget, o.stallWarn, o.minUploadRate, o.workerMaxRSS = 1000, 0, 0, 512
+			o.requestTimeout, o.holdLimit, o.adminPort = 1.5, 30, "2019"
+		}},
+		{"switches", []string{"--h2c", "--context", "--access-log", "--compress", "--reuse-port", "--print-config", "-v"}, env(),
+			func(o *options) {
+				o.h2c, o.context, o.accessLog, o.compress, o.reusePort, o.printConfig, o.version = true, true, true, true, true, true, true
+			}},
+		{"--version", []string{"--version"}, env(), func(o *options) { o.version = true }},
+		{"--tls-internal", []string{"--tls-internal"}, env(), func(o *options) { o.tlsInternal = true }},
+		{"--domain", []string{"--domain", "example.com"}, env(), func(o *options) {
+			o.domain, o.port, o.address = "example.com", "443", "0.0.0.0"
+		}},
+		{"--domain with -p", []string{"--domain", "example.com", "-p", "8443"}, env(), func(o *options) {
+			o.domain, o.port, o.portGiven, o.address = "example.com", "8443", true, "0.0.0.0"
+		}},
+		{"--cluster repeats", []string{"--cluster", "a=http://x", "--cluster=b=https://y:8443,https://z"}, env(), func(o *options) {
+			o.clusters = []cluster{{name: "a", hosts: []string{"x:80"}}, {name: "b", hosts: []string{"y:8443", "z:443"}, tls: true}}
+		}},
+		{"--sendfile-dir repeats", []string{"--sendfile-dir", dir, "--sendfile-dir=" + dir2}, env(), func(o *options) {
+			o.sendfileDirs = []string{dir, dir2}
+		}},
+		{"--static", []string{"--static", dir}, env(), func(o *options) { o.static = dir }},
+		{"--trusted-proxies repeats", []string{"--trusted-proxies", "10.0.0.0/8,127.0.0.1", "--trusted-proxies=::1"}, env(),
+			func(o *options) { o.trustedProxies = []string{"10.0.0.0/8", "127.0.0.1", "::1"} }},
+		{"--filter-parameters", []string{"--filter-parameters", "a,b"}, env(), func(o *options) { o.filterParameters = []string{"a", "b"} }},
+		{"--filter-parameters last wins", []string{"--filter-parameters", "a", "--filter-parameters", "b"}, env(),
+			func(o *options) { o.filterParameters = []string{"b"} }},
+		{"--filter-parameters ''", []string{"--filter-parameters", ""}, env(), func(o *options) { o.filterParameters = []string{""} }},
+	}
+	for _, c := range cases {
+		got, err := parseOptions(c.args, c.getenv)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		want := defaultOptions(t)
+		c.want(&want)
+		if len(got.rest) == 0 {
+			got.rest = nil // no ARGV, however it is spelled
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: got\n%+v\nwant\n%+v", c.name, *got, want)
+		}
+	}
+}
+
+func TestParseOptionsRailsServeStaticFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "public"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rackup := filepath.Join(dir, "config.ru")
+	o, err := parseOptions([]string{rackup}, env("RAILS_SERVE_STATIC_FILES", "1"))
+	if err != nil || o.static != filepath.Join(dir, "public") {
+		t.Errorf("RAILS_SERVE_STATIC_FILES: static %q, %v", o.static, err)
+	}
+	o, err = parseOptions([]string{"--static", t.TempDir(), rackup}, env("RAILS_SERVE_STATIC_FILES", "1"))
+	if err != nil || o.static == filepath.Join(dir, "public") {
+		t.Errorf("--static over RAILS_SERVE_STATIC_FILES: static %q, %v", o.static, err)
+	}
+	o, err = parseOptions([]string{rackup}, env())
+	if err != nil || o.static != "" {
+		t.Errorf("no RAILS_SERVE_STATIC_FILES: static %q, %v", o.static, err)
+	}
+}
+
+func TestParseOptionsErrors(t *testing.T) {
+	cases := []struct {
+		args   []string
+		getenv func(string) string
+		err    string
+	}{
+		{[]string{"-p"}, env(), "option -p needs a value"},
+		{[]string{"--port"}, env(), "option --port needs a value"},
+		{[]string{"app.ru", "--grace"}, env(), "option --grace needs a value"},
+		{[]string{"--pid"}, env(), "option --pid needs a value"},
+		{[]string{"-w"}, env(), "option -w needs a value"},
+		{[]string{"--no-such-option"}, env(), "unknown option --no-such-option"},
+		{[]string{"--no-such-option=1"}, env(), "unknown option --no-such-option"},
+		{[]string{"-x"}, env(), "unknown option -x"},
+		{[]string{"-xyz"}, env(), "unknown option -x"},
+		{[]string{"---x"}, env(), "unknown option ---x"},
+		{[]string{"--=x"}, env(), "unknown option --"},
+		{[]string{"--bogus", "-h"}, env(), "unknown option --bogus"},
+		{[]string{"a.ru", "b.ru"}, env(), "one rackup file at most, got a.ru b.ru"},
+		{[]string{"a.ru", "--", "b.ru"}, env(), "one rackup file at most, got a.ru b.ru"},
+		{[]string{"-w", "many"}, env(), `-w: want a number of workers from 0 to 256, or auto, got "many"`},
+		{[]string{"-w", "257"}, env("WEB_CONCURRENCY", "3"), `-w: want a number of workers from 0 to 256, or auto, got "257"`},
+		{nil, env("WEB_CONCURRENCY", "x"), `WEB_CONCURRENCY: want a number of workers from 0 to 256, or auto, got "x"`},
+		{[]string{"-w", "2"}, env("WEB_CONCURRENCY", "x"), `WEB_CONCURRENCY: want a number of workers from 0 to 256, or auto, got "x"`},
+		{[]string{"--grace", "x"}, env(), `--grace: want a number of seconds, got "x"`},
+		{[]string{"--grace=-1"}, env(), `--grace: want a number of seconds, got "-1"`},
+		{[]string{"--grace", "x", "--bogus"}, env(), `--grace: want a number of seconds, got "x"`},
+		{[]string{"--max-body-bytes", "-1"}, env(), `--max-body-bytes: want a number of bytes, got "-1"`},
+		{[]string{"--max-requests", "0"}, env(), `--max-requests: want an integer of at least 1, got "0"`},
+		{[]string{"--queue-timeout", "-1"}, env(), `--queue-timeout: want an integer of at least 0, got "-1"`},
+		{[]string{"--worker-max-rss", "0"}, env(), `--worker-max-rss: want an integer of at least 1, got "0"`},
+		{[]string{"--max-inflight-body-bytes", "x"}, env(), `--max-inflight-body-bytes: want an integer of at least 1, got "x"`},
+		{[]string{"--stall-warn", "x"}, env(), `--stall-warn: want an integer of at least 0, got "x"`},
+		{[]string{"--min-upload-rate", "-5"}, env(), `--min-upload-rate: want an integer of at least 0, got "-5"`},
+		{[]string{"--request-timeout", "0"}, env(), `--request-timeout: want a number of seconds above 0, got "0"`},
+		{[]string{"--vm-hold-limit", "Inf"}, env(), `--vm-hold-limit: want a number of seconds above 0, got "Inf"`},
+		{[]string{"--cluster", "x"}, env(), `--cluster: want NAME=URL[,URL...], got "x"`},
+		{[]string{"--cluster", "a=ftp://x"}, env(), `--cluster a: "ftp://x" is not an http:// or https:// URL with no path`},
+		{[]string{"--trusted-proxies", "10.0.0.0/8,bad"}, env(), `--trusted-proxies: "bad" is not an IP range (CIDR) or address`},
+		{[]string{"--trusted-proxies", ""}, env(), `--trusted-proxies: "" is not an IP range (CIDR) or address`},
+		{[]string{"-p", "http"}, env(), `port: want a number from 0 to 65535, got "http"`},
+		{nil, env("PORT", "x"), `port: want a number from 0 to 65535, got "x"`},
+		{[]string{"--admin-port", "70000"}, env(), `admin port: want a number from 0 to 65535, got "70000"`},
+		{[]string{"--tls-cert", "c.pem"}, env(), "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-internal", "--domain", "x"}, env(), "--tls-internal and --domain exclude each other"},
+		{[]string{"--tls-client-ca", "ca.pem"}, env(), "--tls-client-ca needs HTTPS (--tls-cert, --tls-internal or --domain)"},
+		{[]string{"-a", "unix:///tmp/r.sock", "-p", "80"}, env(), "--port and --address unix:///tmp/r.sock exclude each other: the socket is the address"},
+		{[]string{"-a", "fd/2"}, env(), "--address fd/2: want fd/N with N a listening socket's descriptor, 3 or more"},
+		{[]string{"--static", "/no/such/dir"}, env(), "--static: /no/such/dir is not a directory"},
+		{[]string{"--sendfile-dir", "/no/such/dir"}, env(), "--sendfile-dir: /no/such/dir is not a directory"},
+	}
+	for _, c := range cases {
+		_, err := parseOptions(c.args, c.getenv)
+		if err == nil || err.Error() != c.err {
+			t.Errorf("%q: got error %v, want %s", c.args, err, c.err)
+		}
+	}
+}
+
+func TestParseOptionsHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"app.ru", "--help"}, {"-h", "--bogus"}, {"-p", "80", "-h"}} {
+		if _, err := parseOptions(args, env()); !errors.Is(err, errHelp) {
+			t.Errorf("%q: got %v, want help", args, err)
+		}
+	}
+}
