@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 const usage = `Usage: ruvoy [options] [config.ru]
@@ -95,7 +98,7 @@ const defaultMinUploadRate = 1024
 // logs (config/initializers/filter_parameter_logging.rb).
 var defaultFilterParameters = []string{"passw", "secret", "token", "_key", "crypt", "salt", "certificate", "otp", "ssn"}
 
-var errHelp = errors.New("help requested")
+var errHelp = pflag.ErrHelp // pflag's answer to -h and --help, which are left undefined
 
 type options struct {
 	port, address, environment string
@@ -154,7 +157,8 @@ func (o *options) url() string {
 	return "http://" + o.listen()
 }
 
-// parseOptions reads GNU-style options: -p 80, -p80, --port 80, --port=80.
+// parseOptions reads GNU-style options (pflag's): -p 80, -p80, --port 80,
+// --port=80, before or after the rackup; -- ends them.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
 		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters}
@@ -170,149 +174,66 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 			return nil, fmt.Errorf("WEB_CONCURRENCY: %w", err)
 		}
 	}
-	var positional []string
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		if arg == "--" {
-			positional = append(positional, args[i+1:]...)
-			break
-		}
-		if !strings.HasPrefix(arg, "-") || arg == "-" {
-			positional = append(positional, arg)
-			continue
-		}
-		name, value, hasValue := strings.Cut(arg, "=")
-		if !strings.HasPrefix(arg, "--") && len(arg) > 2 {
-			name, value, hasValue = arg[:2], arg[2:], true
-		}
-		takeValue := func() (string, error) {
-			if hasValue {
-				return value, nil
-			}
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("option %s needs a value", name)
-			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch name {
-		case "-p", "--port":
-			o.port, err = takeValue()
-			o.portGiven = true
-		case "-a", "--address":
-			o.address, err = takeValue()
-			o.addressGiven = true
-		case "--pidfile", "--pid":
-			o.pidfile, err = takeValue()
-		case "--tls-cert":
-			o.tlsCert, err = takeValue()
-		case "--tls-key":
-			o.tlsKey, err = takeValue()
-		case "--tls-client-ca":
-			o.tlsClientCA, err = takeValue()
-		case "--tls-internal":
-			o.tlsInternal = true
-		case "--context":
-			o.context = true
-		case "--domain":
-			o.domain, err = takeValue()
-		case "-e", "--environment":
-			o.environment, err = takeValue()
-		case "--admin-port":
-			o.adminPort, err = takeValue()
-		case "--grace":
-			var v string
-			if v, err = takeValue(); err == nil {
-				o.grace, err = strconv.Atoi(v)
-				if err != nil || o.grace < 0 {
-					err = fmt.Errorf("--grace: want a number of seconds, got %q", v)
-				}
-			}
-		case "--max-body-bytes":
-			var v string
-			if v, err = takeValue(); err == nil {
-				o.maxBodyBytes, err = strconv.ParseInt(v, 10, 64)
-				if err != nil || o.maxBodyBytes < 0 {
-					err = fmt.Errorf("--max-body-bytes: want a number of bytes, got %q", v)
-				}
-			}
-		case "-w", "--workers":
-			var v string
-			if v, err = takeValue(); err == nil {
-				if o.workers, err = workersValue(v); err != nil {
-					err = fmt.Errorf("%s: %w", name, err)
-				}
-			}
-		case "--worker-max-rss":
-			var v int
-			v, err = intValue(name, takeValue, 1)
-			o.workerMaxRSS = int64(v)
-		case "--max-requests":
-			o.maxRequests, err = intValue(name, takeValue, 1)
-		case "--queue-timeout":
-			o.queueTimeout, err = intValue(name, takeValue, 0)
-		case "--max-inflight-body-bytes":
-			var v int
-			v, err = intValue(name, takeValue, 1)
-			o.bodyBudget = int64(v)
-		case "--stall-warn":
-			o.stallWarn, err = intValue(name, takeValue, 0)
-		case "--request-timeout":
-			o.requestTimeout, err = secondsValue(name, takeValue)
-		case "--vm-hold-limit":
-			o.holdLimit, err = secondsValue(name, takeValue)
-		case "--min-upload-rate":
-			o.minUploadRate, err = intValue(name, takeValue, 0)
-		case "--cluster":
-			var v string
-			if v, err = takeValue(); err == nil {
-				var c cluster
-				c, err = parseCluster(v)
-				o.clusters = append(o.clusters, c)
-			}
-		case "--static":
-			o.static, err = takeValue()
-		case "--sendfile-dir":
-			var v string
-			if v, err = takeValue(); err == nil {
-				o.sendfileDirs = append(o.sendfileDirs, v)
-			}
-		case "--trusted-proxies":
-			var v string
-			if v, err = takeValue(); err == nil {
-				for _, cidr := range strings.Split(v, ",") {
-					if _, _, e := net.ParseCIDR(cidr); e != nil && net.ParseIP(cidr) == nil {
-						err = fmt.Errorf("--trusted-proxies: %q is not an IP range (CIDR) or address", cidr)
-					}
-					o.trustedProxies = append(o.trustedProxies, cidr)
-				}
-			}
-		case "--h2c":
-			o.h2c = true
-		case "--access-log":
-			o.accessLog = true
-		case "--compress":
-			o.compress = true
-		case "--filter-parameters":
-			var v string
-			v, err = takeValue()
-			o.filterParameters = strings.Split(v, ",")
-		case "--reuse-port":
-			o.reusePort = true
-		case "--print-config":
-			o.printConfig = true
-		case "-v", "--version":
-			o.version = true
-		case "-h", "--help":
-			return nil, errHelp
-		default:
-			return nil, fmt.Errorf("unknown option %s", name)
-		}
-		if err != nil {
-			return nil, err
-		}
+	fs := pflag.NewFlagSet("ruvoy", pflag.ContinueOnError)
+	fs.Usage = func() {} // main prints usage and errors itself
+	fs.SetOutput(io.Discard)
+	fs.StringVarP(&o.port, "port", "p", o.port, "")
+	fs.StringVarP(&o.address, "address", "a", o.address, "")
+	fs.StringVarP(&o.environment, "environment", "e", o.environment, "")
+	fs.StringVar(&o.pidfile, "pidfile", "", "")
+	fs.StringVar(&o.pidfile, "pid", "", "") // an alias of --pidfile
+	fs.MarkHidden("pid")
+	for name, p := range map[string]*string{"tls-cert": &o.tlsCert, "tls-key": &o.tlsKey, "tls-client-ca": &o.tlsClientCA,
+		"domain": &o.domain, "admin-port": &o.adminPort, "static": &o.static} {
+		fs.StringVar(p, name, "", "")
 	}
+	// A switch is on once named, whatever follows an = (as ever).
+	on := func(p *bool) func(string) error { return func(string) error { *p = true; return nil } }
+	fs.BoolFuncP("version", "v", "", on(&o.version))
+	for name, p := range map[string]*bool{"tls-internal": &o.tlsInternal, "context": &o.context, "h2c": &o.h2c,
+		"access-log": &o.accessLog, "compress": &o.compress, "reuse-port": &o.reusePort, "print-config": &o.printConfig} {
+		fs.BoolFunc(name, "", on(p))
+	}
+	fs.FuncP("workers", "w", "", func(v string) (err error) {
+		if o.workers, err = workersValue(v); err != nil {
+			return fmt.Errorf("-w: %w", err)
+		}
+		return nil
+	})
+	intFlag(fs, &o.grace, "grace", 0, "a number of seconds")
+	intFlag(fs, &o.maxBodyBytes, "max-body-bytes", 0, "a number of bytes")
+	intFlag(fs, &o.workerMaxRSS, "worker-max-rss", 1, "")
+	intFlag(fs, &o.maxRequests, "max-requests", 1, "")
+	intFlag(fs, &o.queueTimeout, "queue-timeout", 0, "")
+	intFlag(fs, &o.bodyBudget, "max-inflight-body-bytes", 1, "")
+	intFlag(fs, &o.stallWarn, "stall-warn", 0, "")
+	intFlag(fs, &o.minUploadRate, "min-upload-rate", 0, "")
+	secondsFlag(fs, &o.requestTimeout, "request-timeout")
+	secondsFlag(fs, &o.holdLimit, "vm-hold-limit")
+	fs.Func("cluster", "", func(v string) error {
+		c, err := parseCluster(v)
+		o.clusters = append(o.clusters, c)
+		return err
+	})
+	fs.StringArrayVar(&o.sendfileDirs, "sendfile-dir", nil, "")
+	fs.Func("trusted-proxies", "", func(v string) (err error) {
+		for _, cidr := range strings.Split(v, ",") {
+			if _, _, e := net.ParseCIDR(cidr); e != nil && net.ParseIP(cidr) == nil {
+				err = fmt.Errorf("--trusted-proxies: %q is not an IP range (CIDR) or address", cidr)
+			}
+			o.trustedProxies = append(o.trustedProxies, cidr)
+		}
+		return err
+	})
+	fs.Func("filter-parameters", "", func(v string) error {
+		o.filterParameters = strings.Split(v, ",")
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return nil, optionError(err)
+	}
+	o.portGiven, o.addressGiven = fs.Changed("port"), fs.Changed("address")
+	positional := fs.Args()
 	if err := o.checkTLS(); err != nil {
 		return nil, err
 	}
@@ -491,31 +412,55 @@ func parseCluster(v string) (cluster, error) {
 	return c, nil
 }
 
-// secondsValue reads an option's value in seconds: a positive number,
-// fractions allowed.
-func secondsValue(name string, take func() (string, error)) (float64, error) {
-	v, err := take()
-	if err != nil {
-		return 0, err
+// optionError words pflag's errors as ruvoy's own.
+func optionError(err error) error {
+	dashed := func(name, shorthands string) string {
+		if shorthands != "" {
+			return "-" + name
+		}
+		return "--" + name
 	}
-	n, err := strconv.ParseFloat(v, 64)
-	if err != nil || n <= 0 || math.IsInf(n, 0) {
-		return 0, fmt.Errorf("%s: want a number of seconds above 0, got %q", name, v)
+	switch e := err.(type) {
+	case *pflag.ValueRequiredError:
+		return fmt.Errorf("option %s needs a value", dashed(e.GetSpecifiedName(), e.GetSpecifiedShortnames()))
+	case *pflag.NotExistError:
+		return fmt.Errorf("unknown option %s", dashed(e.GetSpecifiedName(), e.GetSpecifiedShortnames()))
+	case *pflag.InvalidSyntaxError: // ---x, --=x
+		name, _, _ := strings.Cut(e.GetSpecifiedFlag(), "=")
+		return fmt.Errorf("unknown option %s", name)
+	case *pflag.InvalidValueError:
+		return e.Unwrap() // the option's own message
 	}
-	return n, nil
+	return err
 }
 
-// intValue reads an option's integer value, at least min.
-func intValue(name string, take func() (string, error), min int) (int, error) {
-	v, err := take()
-	if err != nil {
-		return 0, err
+// intFlag defines an integer option of at least min; want names what it
+// is in its error (default: an integer of at least min).
+func intFlag[T int | int64](fs *pflag.FlagSet, p *T, name string, min T, want string) {
+	if want == "" {
+		want = fmt.Sprintf("an integer of at least %d", min)
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < min {
-		return 0, fmt.Errorf("%s: want an integer of at least %d, got %q", name, min, v)
-	}
-	return n, nil
+	fs.Func(name, "", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < int64(min) {
+			return fmt.Errorf("--%s: want %s, got %q", name, want, v)
+		}
+		*p = T(n)
+		return nil
+	})
+}
+
+// secondsFlag defines an option in seconds: a positive number, fractions
+// allowed.
+func secondsFlag(fs *pflag.FlagSet, p *float64, name string) {
+	fs.Func(name, "", func(v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n <= 0 || math.IsInf(n, 0) {
+			return fmt.Errorf("--%s: want a number of seconds above 0, got %q", name, v)
+		}
+		*p = n
+		return nil
+	})
 }
 
 func isDir(path string) bool {
