@@ -136,7 +136,7 @@ func TestClusterWorkerCrash(t *testing.T) {
 	if len(survivors) != 1 {
 		t.Fatalf("200s came from %v, want the surviving worker only", survivors)
 	}
-	mustContain(t, "the log", s.stderr.String(), `"msg":"ruvoy: a worker exited"`)
+	s.waitStderr(t, `"msg":"ruvoy: a worker exited"`, 1) // logged once the 502s went out
 	mustContain(t, "the log's cause", s.stderr.String(), `"cause":"signal: killed","requests_failed":`+strconv.Itoa(counts[502]+1))
 	eventually(t, 30*time.Second, "a new worker", func() bool {
 		now := s.pids(t, 20)
@@ -164,7 +164,7 @@ func TestClusterWorkerExit(t *testing.T) {
 	s := start(t, "-w", "1", app("cluster.ru"))
 	first := s.get(t, "/pid").body
 	equal(t, "the exiting request", s.get(t, "/exit").status, http.StatusBadGateway)
-	mustContain(t, "the log's cause", s.stderr.String(), `"cause":"exit status 7"`)
+	s.waitStderr(t, `"cause":"exit status 7"`, 1) // logged once the 502s went out
 	eventually(t, 30*time.Second, "a new worker", func() bool {
 		r, err := client.Get(s.url + "/pid")
 		if err != nil {
