@@ -2,256 +2,300 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+	caddybrotli "github.com/caddyserver/caddy/v2/modules/caddyhttp/encode/brotli"
+	caddygzip "github.com/caddyserver/caddy/v2/modules/caddyhttp/encode/gzip"
+	caddyzstd "github.com/caddyserver/caddy/v2/modules/caddyhttp/encode/zstd"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/caddy/v2/modules/caddypki"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/caddyserver/caddy/v2/modules/logging"
+
+	ruvoycaddy "github.com/ruvoy/ruvoy/caddy"
 )
 
 // staticFS names the file system --static serves from.
 const staticFS = "ruvoy_static"
 
+// modules turns Caddy's config values into the JSON their parents hold:
+// apps, handlers, matchers and the like are json.RawMessage in Caddy's
+// structs. Marshalling these values fails only on a bug; buildConfig
+// reports it instead of printing a config with holes.
+type modules struct{ warnings []caddyconfig.Warning }
+
+// json is v's JSON.
+func (m *modules) json(v any) json.RawMessage { return caddyconfig.JSON(v, &m.warnings) }
+
+// module is v's JSON with the module's name under key, as in
+// {"handler": "file_server", ...}.
+func (m *modules) module(v any, key, name string) json.RawMessage {
+	return caddyconfig.JSONModuleObject(v, key, name, &m.warnings)
+}
+
 // buildConfig is the Caddy JSON config `ruvoy config.ru` runs: one server on
 // the address given, every request to the ruvoy handler, Caddy's own logs at
 // WARN (ruvoy's at INFO), no automatic HTTPS, and the admin API only when
-// asked for.
+// asked for. It is made of the types Caddy and the ruvoy module read their
+// JSON into, so the keys are theirs.
 func buildConfig(o *options) ([]byte, error) {
-	handler := map[string]any{"handler": "ruvoy", "rackup": o.rackup, "environment": o.environment}
-	if o.maxBodyBytes > 0 {
-		handler["max_body_bytes"] = o.maxBodyBytes
+	m := new(modules)
+	handler := &ruvoycaddy.Handler{
+		Rackup:               o.rackup,
+		Environment:          o.environment,
+		MaxBodyBytes:         o.maxBodyBytes,
+		MaxRequests:          o.maxRequests,
+		QueueTimeout:         milliseconds(o.queueTimeout),
+		RequestTimeout:       seconds(o.requestTimeout),
+		MaxInflightBodyBytes: o.bodyBudget,
+		SendfileDirs:         o.sendfileDirs,
 	}
-	if o.maxRequests > 0 {
-		handler["max_requests"] = o.maxRequests
-	}
-	if o.queueTimeout > 0 {
-		handler["queue_timeout"] = fmt.Sprintf("%dms", o.queueTimeout)
-	}
-	if o.stallWarn >= 0 {
-		handler["stall_warn"] = fmt.Sprintf("%dms", o.stallWarn)
-	}
-	if o.requestTimeout > 0 {
-		handler["request_timeout"] = seconds(o.requestTimeout)
+	if o.stallWarn >= 0 { // 0 turns the warning off; unset, the handler's default
+		d := milliseconds(o.stallWarn)
+		handler.StallWarn = &d
 	}
 	if o.holdLimit > 0 {
-		handler["vm_hold_limit"] = seconds(o.holdLimit)
-	}
-	if o.bodyBudget > 0 {
-		handler["max_inflight_body_bytes"] = o.bodyBudget
+		d := seconds(o.holdLimit)
+		handler.VMHoldLimit = &d
 	}
 	if o.workers > 0 {
-		handler["workers"] = o.workers
-		if o.workerMaxRSS > 0 {
-			handler["worker_max_rss_bytes"] = o.workerMaxRSS << 20
-		}
-	}
-	protocols := []string{"h1"}
-	if o.h2c {
-		protocols = append(protocols, "h2c")
-	}
-	if len(o.sendfileDirs) > 0 {
-		handler["sendfile_dirs"] = o.sendfileDirs
+		handler.Workers = o.workers
+		handler.WorkerMaxRSSBytes = o.workerMaxRSS << 20
 	}
 	if o.context {
-		handler["context"] = map[string]any{}
+		handler.Context = &ruvoycaddy.ContextConfig{}
 	}
-	var encode []any
+	apps := caddy.ModuleMap{}
+	if len(o.clusters) > 0 {
+		clusters := ruvoycaddy.Clusters{Clusters: map[string]json.RawMessage{}}
+		handler.Upstream = &ruvoycaddy.UpstreamConfig{}
+		for _, c := range o.clusters {
+			if _, dup := clusters.Clusters[c.name]; dup {
+				return nil, fmt.Errorf("--cluster %s is given twice", c.name)
+			}
+			proxy := &reverseproxy.Handler{}
+			for _, h := range c.hosts {
+				proxy.Upstreams = append(proxy.Upstreams, &reverseproxy.Upstream{Dial: h})
+			}
+			if c.tls {
+				proxy.TransportRaw = m.module(&reverseproxy.HTTPTransport{TLS: &reverseproxy.TLSConfig{}}, "protocol", "http")
+			}
+			clusters.Clusters[c.name] = m.json(proxy)
+			handler.Upstream.Clusters = append(handler.Upstream.Clusters, c.name)
+		}
+		apps["ruvoy"] = m.json(clusters)
+	}
+	var encoders []json.RawMessage
 	if o.compress {
 		// Caddy's encoder: text types over 512 bytes, zstd or gzip as the
 		// client prefers; it flushes with the app, so streams keep streaming.
-		encode = []any{map[string]any{
-			"handler":   "encode",
-			"encodings": map[string]any{"zstd": map[string]any{}, "gzip": map[string]any{}},
-			"prefer":    []string{"zstd", "gzip"},
-		}}
+		encoders = append(encoders, m.module(&encode.Encode{
+			EncodingsRaw: caddy.ModuleMap{"zstd": m.json(caddyzstd.Zstd{}), "gzip": m.json(caddygzip.Gzip{})},
+			Prefer:       []string{"zstd", "gzip"},
+		}, "handler", "encode"))
 	}
-	routes := []any{map[string]any{"handle": append(encode, handler)}}
+	routes := caddyhttp.RouteList{{
+		HandlersRaw: append(slices.Clone(encoders), m.module(handler, "handler", "ruvoy")),
+	}}
 	if o.static != "" {
 		// Files that exist are served by Caddy; everything else goes to the
 		// app: directories, dotfiles (a path segment starting with "."), and
 		// what a symlink out of the directory would reach (the ruvoy_static
 		// file system opens files through an os.Root).
-		files := map[string]any{
-			"match": []any{map[string]any{
-				"file": map[string]any{"fs": staticFS, "root": o.static, "try_files": []string{"{http.request.uri.path}"}},
-				"not": []any{
-					map[string]any{"path": []string{"*/"}},
-					map[string]any{"path_regexp": map[string]any{"pattern": `/\.`}},
-				},
+		files := caddyhttp.Route{
+			MatcherSetsRaw: caddyhttp.RawMatcherSets{{
+				"file": m.json(fileserver.MatchFile{FileSystem: staticFS, Root: o.static, TryFiles: []string{"{http.request.uri.path}"}}),
+				"not": m.json(caddyhttp.MatchNot{MatcherSetsRaw: []caddy.ModuleMap{
+					{"path": m.json(caddyhttp.MatchPath{"*/"})},
+					{"path_regexp": m.json(caddyhttp.MatchPathRE{MatchRegexp: caddyhttp.MatchRegexp{Pattern: `/\.`}})},
+				}}),
 			}},
-			"handle": append(append([]any{}, encode...),
-				map[string]any{"handler": "headers", "response": map[string]any{"delete": []string{"Server"}}},
-				map[string]any{
-					"handler":             "file_server",
-					"fs":                  staticFS,
-					"root":                o.static,
-					"precompressed":       map[string]any{"br": map[string]any{}, "gzip": map[string]any{}},
-					"precompressed_order": []string{"br", "gzip"},
-				},
+			HandlersRaw: append(slices.Clone(encoders),
+				m.module(&headers.Handler{Response: &headers.RespHeaderOps{HeaderOps: &headers.HeaderOps{Delete: []string{"Server"}}}},
+					"handler", "headers"),
+				m.module(&fileserver.FileServer{
+					FileSystem:         staticFS,
+					Root:               o.static,
+					PrecompressedRaw:   caddy.ModuleMap{"br": m.json(caddybrotli.BrotliPrecompressed{}), "gzip": m.json(caddygzip.GzipPrecompressed{})},
+					PrecompressedOrder: []string{"br", "gzip"},
+				}, "handler", "file_server"),
 			),
 		}
-		routes = append([]any{files}, routes...)
+		routes = append(caddyhttp.RouteList{files}, routes...)
+		apps["caddy.filesystems"] = m.json(filesystems{Filesystems: []filesystem{{
+			Name: staticFS, FileSystem: m.module(&ruvoycaddy.StaticFS{Root: o.static}, "backend", "ruvoy_static"),
+		}}})
 	}
-	server := map[string]any{
-		"listen":          []string{o.listen()},
-		"routes":          routes,
-		"automatic_https": map[string]any{"disable": true},
-		"protocols":       protocols,
+	protocols := []string{"h1"}
+	if o.h2c {
+		protocols = append(protocols, "h2c")
+	}
+	server := &caddyhttp.Server{
+		Listen:    []string{o.listen()},
+		Routes:    routes,
+		AutoHTTPS: &caddyhttp.AutoHTTPSConfig{Disabled: true},
+		Protocols: protocols,
 		// Shutdown only once accepted connections' first request heads
 		// are read; connection numbers for env["ruvoy.context"]; refusal
 		// of request smuggling shapes on cleartext HTTP/1.x (before TLS:
 		// TLS passes).
-		"listener_wrappers": []any{
-			map[string]any{"wrapper": "ruvoy_drain"},
-			map[string]any{"wrapper": "ruvoy_connection_ids"},
-			map[string]any{"wrapper": "ruvoy_http1_guard"},
+		ListenerWrappersRaw: []json.RawMessage{
+			m.module(&ruvoycaddy.Drain{}, "wrapper", "ruvoy_drain"),
+			m.module(ruvoycaddy.ConnectionIDs{}, "wrapper", "ruvoy_connection_ids"),
+			m.module(ruvoycaddy.HTTP1Guard{}, "wrapper", "ruvoy_http1_guard"),
 		},
-	}
-	apps := map[string]any{}
-	if o.static != "" {
-		apps["caddy.filesystems"] = map[string]any{"filesystems": []any{map[string]any{
-			"name": staticFS, "file_system": map[string]any{"backend": "ruvoy_static", "root": o.static},
-		}}}
-	}
-	if o.tls() {
-		configureTLS(o, server, apps)
-	}
-	if o.minUploadRate > 0 {
 		// Caddy's read deadlines on request bodies: a body idle for a minute
 		// (its default read_idle_timeout), or slower than this on average
 		// after that minute, ends with 408 (ruvoy's handler answers it).
-		server["read_min_rate"] = o.minUploadRate
+		ReadMinRate: int64(o.minUploadRate),
+	}
+	if o.tls() {
+		configureTLS(o, server, apps, m)
 	}
 	if len(o.trustedProxies) > 0 {
 		// Strict: the client is the rightmost X-Forwarded-For entry that is
 		// not a trusted proxy; the leftmost is whatever the client wrote.
-		server["trusted_proxies"] = map[string]any{"source": "static", "ranges": o.trustedProxies}
-		server["trusted_proxies_strict"] = 1
+		server.TrustedProxiesRaw = m.module(caddyhttp.StaticIPRange{Ranges: o.trustedProxies}, "source", "static")
+		server.TrustedProxiesStrict = 1
 	}
-	logs := map[string]any{
-		"default": map[string]any{"level": "WARN", "exclude": []string{"admin", "http.handlers.ruvoy", "http.log.access"}},
-		"admin":   map[string]any{"level": "ERROR", "include": []string{"admin"}},
-		"ruvoy":   map[string]any{"level": "INFO", "include": []string{"http.handlers.ruvoy"}},
+	logs := map[string]*caddy.CustomLog{
+		"default": {BaseLog: caddy.BaseLog{Level: "WARN"}, Exclude: []string{"admin", "http.handlers.ruvoy", "http.log.access"}},
+		"admin":   {BaseLog: caddy.BaseLog{Level: "ERROR"}, Include: []string{"admin"}},
+		"ruvoy":   {BaseLog: caddy.BaseLog{Level: "INFO"}, Include: []string{"http.handlers.ruvoy"}},
 	}
 	if o.accessLog {
-		server["logs"] = map[string]any{}
-		logs["access"] = map[string]any{
-			"level":   "INFO",
-			"include": []string{"http.log.access"},
-			"writer":  map[string]any{"output": "stdout"},
-			// Secrets in query strings stay out of the log (caddy/queryfilter.go).
-			"encoder": map[string]any{"format": "filter", "fields": map[string]any{
-				"request>uri": map[string]any{"filter": "ruvoy_query", "names": o.filterParameters},
-			}},
+		server.Logs = &caddyhttp.ServerLogConfig{}
+		logs["access"] = &caddy.CustomLog{
+			BaseLog: caddy.BaseLog{
+				Level:     "INFO",
+				WriterRaw: m.module(caddy.StdoutWriter{}, "output", "stdout"),
+				// Secrets in query strings stay out of the log (caddy/queryfilter.go).
+				EncoderRaw: m.module(&logging.FilterEncoder{FieldsRaw: map[string]json.RawMessage{
+					"request>uri": m.module(ruvoycaddy.QueryFilter{Names: o.filterParameters}, "filter", "ruvoy_query"),
+				}}, "format", "filter"),
+			},
+			Include: []string{"http.log.access"},
 		}
 	}
-	admin := map[string]any{"disabled": true, "config": map[string]any{"persist": false}}
+	persist := false
+	admin := &caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &persist}}
 	if o.adminPort != "" {
-		admin = map[string]any{
-			"listen": net.JoinHostPort("127.0.0.1", o.adminPort),
-			"config": map[string]any{"persist": false},
+		admin = &caddy.AdminConfig{
+			Listen: net.JoinHostPort("127.0.0.1", o.adminPort),
+			Config: &caddy.ConfigSettings{Persist: &persist},
 		}
 	}
-	httpApp := map[string]any{
-		"grace_period": fmt.Sprintf("%ds", o.grace),
-		"servers":      map[string]any{"ruvoy": server},
+	httpApp := &caddyhttp.App{
+		GracePeriod: caddy.Duration(time.Duration(o.grace) * time.Second),
+		Servers:     map[string]*caddyhttp.Server{"ruvoy": server},
 	}
 	if o.adminPort != "" {
 		// Request counts and latencies by status (caddy_http_*) beside
 		// ruvoy's own, on the admin API's /metrics: only where they can be
 		// read, as they cost every request a little.
-		httpApp["metrics"] = map[string]any{}
+		httpApp.Metrics = &caddyhttp.Metrics{}
 	}
-	apps["http"] = httpApp
-	if len(o.clusters) > 0 {
-		clusters := map[string]any{}
-		var names []string
-		for _, c := range o.clusters {
-			if _, dup := clusters[c.name]; dup {
-				return nil, fmt.Errorf("--cluster %s is given twice", c.name)
-			}
-			var upstreams []any
-			for _, h := range c.hosts {
-				upstreams = append(upstreams, map[string]any{"dial": h})
-			}
-			proxy := map[string]any{"upstreams": upstreams}
-			if c.tls {
-				proxy["transport"] = map[string]any{"protocol": "http", "tls": map[string]any{}}
-			}
-			clusters[c.name] = proxy
-			names = append(names, c.name)
-		}
-		apps["ruvoy"] = map[string]any{"clusters": clusters}
-		handler["upstream"] = map[string]any{"clusters": names}
+	apps["http"] = m.json(httpApp)
+	cfg := &caddy.Config{
+		Admin:   admin,
+		Logging: &caddy.Logging{Logs: logs},
+		AppsRaw: apps,
 	}
-	cfg := map[string]any{
-		"admin":   admin,
-		"logging": map[string]any{"logs": logs},
-		"apps":    apps,
+	out, err := json.MarshalIndent(cfg, "", "  ")
+	for _, w := range m.warnings {
+		err = errors.Join(err, fmt.Errorf("generating the config: %s", w.Message))
 	}
-	return json.MarshalIndent(cfg, "", "  ")
+	return out, err
 }
 
-// seconds is a duration in Caddy's JSON form.
-func seconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).String()
+// filesystems is the app caddy.filesystems, whose own type's entries
+// cannot be built outside Caddy (unexported).
+type filesystems struct {
+	Filesystems []filesystem `json:"filesystems"`
+}
+
+type filesystem struct {
+	Name       string          `json:"name"`
+	FileSystem json.RawMessage `json:"file_system"`
+}
+
+// seconds and milliseconds are the options' numbers as Caddy durations.
+func seconds(s float64) caddy.Duration {
+	return caddy.Duration(s * float64(time.Second))
+}
+
+func milliseconds(ms int) caddy.Duration {
+	return caddy.Duration(time.Duration(ms) * time.Millisecond)
 }
 
 // configureTLS makes the server speak HTTPS: HTTP/1.1 and HTTP/2 by ALPN,
 // and HTTP/3 on the same port, with the certificate the options name.
-func configureTLS(o *options, server, apps map[string]any) {
-	server["protocols"] = []string{"h1", "h2", "h3"}
-	server["listener_wrappers"] = append(server["listener_wrappers"].([]any), map[string]any{"wrapper": "tls"})
-	policy := map[string]any{}
+func configureTLS(o *options, server *caddyhttp.Server, apps caddy.ModuleMap, m *modules) {
+	server.Protocols = []string{"h1", "h2", "h3"}
+	// Caddy's type for this wrapper is unexported; it has no settings.
+	server.ListenerWrappersRaw = append(server.ListenerWrappersRaw, json.RawMessage(`{"wrapper": "tls"}`))
+	policy := &caddytls.ConnectionPolicy{}
 	if o.tlsClientCA != "" {
-		policy["client_authentication"] = map[string]any{
-			"mode": "verify_if_given",
-			"ca":   map[string]any{"provider": "file", "pem_files": []string{o.tlsClientCA}},
+		policy.ClientAuthentication = &caddytls.ClientAuthentication{
+			Mode:  "verify_if_given",
+			CARaw: m.module(caddytls.FileCAPool{TrustedCACertPEMFiles: []string{o.tlsClientCA}}, "provider", "file"),
 		}
 		// Caddy then wants the TLS server name to match the Host (421
 		// otherwise), which requests by IP cannot; with one policy for the
 		// whole server there is no other policy to slip past.
-		server["strict_sni_host"] = false
+		strict := false
+		server.StrictSNIHost = &strict
 	}
-	tls := map[string]any{}
+	tls := &caddytls.TLS{}
 	switch {
 	case o.tlsCert != "":
-		tls["certificates"] = map[string]any{"load_files": []any{
-			map[string]any{"certificate": o.tlsCert, "key": o.tlsKey, "tags": []string{"ruvoy"}},
-		}}
+		tls.CertificatesRaw = caddy.ModuleMap{"load_files": m.json(caddytls.FileLoader{
+			{Certificate: o.tlsCert, Key: o.tlsKey, Tags: []string{"ruvoy"}},
+		})}
 		// Whatever name the client asks for (or none, by IP): this one.
-		policy["certificate_selection"] = map[string]any{"any_tag": []string{"ruvoy"}}
+		policy.CertSelection = &caddytls.CustomCertSelectionPolicy{AnyTag: []string{"ruvoy"}}
 	case o.tlsInternal:
 		names := []string{"localhost", "127.0.0.1"}
 		if o.address != "127.0.0.1" && o.address != "localhost" && o.address != "0.0.0.0" && o.address != "::" {
 			names = append(names, o.address)
 		}
-		tls["certificates"] = map[string]any{"automate": names}
-		tls["automation"] = map[string]any{"policies": []any{map[string]any{
-			"subjects": names, "issuers": []any{map[string]any{"module": "internal"}},
+		tls.CertificatesRaw = caddy.ModuleMap{"automate": m.json(caddytls.AutomateLoader(names))}
+		tls.Automation = &caddytls.AutomationConfig{Policies: []*caddytls.AutomationPolicy{{
+			SubjectsRaw: names,
+			IssuersRaw:  []json.RawMessage{m.module(&caddytls.InternalIssuer{}, "module", "internal")},
 		}}}
 		// A local CA for development: its root is not put in the system's
 		// trust store (Caddy's data directory holds it, pki/authorities/local).
-		apps["pki"] = map[string]any{"certificate_authorities": map[string]any{"local": map[string]any{"install_trust": false}}}
-		policy["default_sni"] = "localhost"
+		install := false
+		apps["pki"] = m.json(&caddypki.PKI{CAs: map[string]*caddypki.CA{"local": {InstallTrust: &install}}})
+		policy.DefaultSNI = "localhost"
 	case o.domain != "":
 		// Automatic HTTPS: Caddy gets and renews the certificate (ACME) and
 		// redirects port 80 to HTTPS.
-		server["automatic_https"] = map[string]any{}
-		routes := server["routes"].([]any)
-		for i, r := range routes {
-			route := r.(map[string]any)
-			matchers, _ := route["match"].([]any)
-			if len(matchers) == 0 {
-				matchers = []any{map[string]any{}}
+		server.AutoHTTPS = nil
+		host := m.json(caddyhttp.MatchHost{o.domain})
+		for i := range server.Routes {
+			route := &server.Routes[i]
+			if len(route.MatcherSetsRaw) == 0 {
+				route.MatcherSetsRaw = caddyhttp.RawMatcherSets{{}}
 			}
-			for _, m := range matchers {
-				m.(map[string]any)["host"] = []string{o.domain}
+			for _, set := range route.MatcherSetsRaw {
+				set["host"] = host
 			}
-			route["match"] = matchers
-			routes[i] = route
 		}
 	}
-	server["tls_connection_policies"] = []any{policy}
-	if len(tls) > 0 {
-		apps["tls"] = tls
+	server.TLSConnPolicies = caddytls.ConnectionPolicies{policy}
+	if tls.CertificatesRaw != nil {
+		apps["tls"] = m.json(tls)
 	}
 }
