@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	ruvoycaddy "github.com/ruvoy/ruvoy/caddy"
+)
+
+// strict decodes as Caddy does a module's JSON: an unknown key is an error.
+func strict(t *testing.T, raw []byte, v any) {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		t.Fatalf("decoding %s: %v", raw, err)
+	}
+}
+
+// configFor is the config buildConfig makes for args, and its server.
+func configFor(t *testing.T, args ...string) (*caddy.Config, *caddyhttp.App, *caddyhttp.Server) {
+	t.Helper()
+	o, err := parseOptions(append(args, "app.ru"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := buildConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg caddy.Config
+	strict(t, out, &cfg)
+	var app caddyhttp.App
+	strict(t, cfg.AppsRaw["http"], &app)
+	return &cfg, &app, app.Servers["ruvoy"]
+}
+
+// ruvoyHandler is the last handler of the server's last route, without
+// its "handler" key.
+func ruvoyHandler(t *testing.T, srv *caddyhttp.Server) ruvoycaddy.Handler {
+	t.Helper()
+	handlers := srv.Routes[len(srv.Routes)-1].HandlersRaw
+	var m map[string]any
+	strict(t, handlers[len(handlers)-1], &m)
+	if m["handler"] != "ruvoy" {
+		t.Fatalf("the last handler is %v, not ruvoy", m["handler"])
+	}
+	delete(m, "handler")
+	raw, _ := json.Marshal(m)
+	var h ruvoycaddy.Handler
+	strict(t, raw, &h)
+	return h
+}
+
+func TestBuildConfigHandler(t *testing.T) {
+	_, app, srv := configFor(t, "--queue-timeout", "250", "--stall-warn", "0", "--request-timeout", "2.5",
+		"--vm-hold-limit", "30", "--max-requests", "7", "--context", "--cluster", "users=https://10.0.0.1", "--grace", "5")
+	if app.GracePeriod != caddy.Duration(5*time.Second) {
+		t.Errorf("grace_period %v", time.Duration(app.GracePeriod))
+	}
+	h := ruvoyHandler(t, srv)
+	ms := func(n int) caddy.Duration { return caddy.Duration(time.Duration(n) * time.Millisecond) }
+	if h.QueueTimeout != ms(250) || h.RequestTimeout != ms(2500) || h.StallWarn == nil || *h.StallWarn != 0 ||
+		h.VMHoldLimit == nil || *h.VMHoldLimit != ms(30000) || h.MaxRequests != 7 || h.Context == nil {
+		t.Errorf("handler %+v", h)
+	}
+	if h.Upstream == nil || !reflect.DeepEqual(h.Upstream.Clusters, []string{"users"}) {
+		t.Errorf("upstream %+v", h.Upstream)
+	}
+
+	_, _, srv = configFor(t)
+	if h := ruvoyHandler(t, srv); h.StallWarn != nil || h.VMHoldLimit != nil || h.Context != nil || h.Upstream != nil {
+		t.Errorf("defaults are set: %+v", h)
+	}
+}
+
+func TestBuildConfigDomain(t *testing.T) {
+	_, _, srv := configFor(t, "--domain", "example.com", "--static", t.TempDir())
+	if srv.AutoHTTPS != nil {
+		t.Errorf("automatic HTTPS is not on: %+v", srv.AutoHTTPS)
+	}
+	if len(srv.Routes) != 2 {
+		t.Fatalf("%d routes", len(srv.Routes))
+	}
+	for i, r := range srv.Routes {
+		if len(r.MatcherSetsRaw) == 0 {
+			t.Errorf("route %d matches every host", i)
+		}
+		for _, set := range r.MatcherSetsRaw {
+			var host caddyhttp.MatchHost
+			if json.Unmarshal(set["host"], &host) != nil || !reflect.DeepEqual(host, caddyhttp.MatchHost{"example.com"}) {
+				t.Errorf("route %d: host matcher %s", i, set["host"])
+			}
+		}
+	}
+}
+
+func TestBuildConfigClusterTwice(t *testing.T) {
+	o, err := parseOptions([]string{"--cluster", "a=http://127.0.0.1:9", "--cluster", "a=http://127.0.0.1:10", "app.ru"}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buildConfig(o); err == nil || !strings.Contains(err.Error(), "--cluster a is given twice") {
+		t.Errorf("error %v", err)
+	}
+}
