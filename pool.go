@@ -27,17 +27,18 @@ import (
 // a request goes to the worker with the fewest requests in flight, and a
 // worker that dies is replaced.
 type pool struct {
-	rt      *Runtime
-	cfg     workerConfig
-	maxRSS  uint64
-	slots   []atomic.Pointer[worker] // the worker serving each slot; nil while one starts
-	rr      atomic.Uint32
-	mu      sync.Mutex
-	closing bool
-	live    sync.WaitGroup // workers not yet exited
-	slotSt  []slotState
-	stopped chan struct{} // closed once stop is called
-	codes   []int         // exit statuses of the workers stopped by stop
+	rt        *Runtime
+	cfg       workerConfig
+	maxRSS    uint64
+	slots     []atomic.Pointer[worker] // the worker serving each slot; nil while one starts
+	rr        atomic.Uint32
+	mu        sync.Mutex
+	closing   bool
+	restartMu sync.Mutex     // one restart at a time
+	live      sync.WaitGroup // workers not yet exited
+	slotSt    []slotState
+	stopped   chan struct{} // closed once stop is called
+	codes     []int         // exit statuses of the workers stopped by stop
 }
 
 // slotState is what outlives one worker in a slot.
@@ -157,7 +158,7 @@ func (p *pool) pick() *worker {
 	bestLoad := int64(-1)
 	for i := range n {
 		w := p.slots[(start+i)%n].Load()
-		if w == nil || w.retiring.Load() {
+		if w == nil || w.retiring.Load() || w.gone.Load() {
 			continue
 		}
 		load := w.inflight.Load()
@@ -215,6 +216,72 @@ func (p *pool) replace(slot int) {
 	if old := p.slots[slot].Swap(w); old != nil {
 		old.retire()
 	}
+}
+
+// restart replaces every worker with a new one, which loads the app's
+// code as it is now: all new workers boot first (a boot error leaves the
+// old ones serving and is returned), then each takes its slot's new
+// requests, and the old one stops once its requests end. The listeners
+// and connections stay as they are.
+func (p *pool) restart() error {
+	p.restartMu.Lock()
+	defer p.restartMu.Unlock()
+	fresh := make([]*worker, len(p.slots))
+	errs := make(chan error, len(p.slots))
+	for i := range p.slots {
+		go func() {
+			w, err := p.spawn(i)
+			fresh[i] = w
+			errs <- err
+		}()
+	}
+	var first error
+	for range p.slots {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if first != nil || p.closing {
+		for _, w := range fresh {
+			if w != nil {
+				w.retire()
+			}
+		}
+		return first
+	}
+	for i, w := range fresh {
+		if w.gone.Load() {
+			continue // it died already: its supervisor fills the slot
+		}
+		if old := p.slots[i].Swap(w); old != nil {
+			old.retire()
+		}
+	}
+	return nil
+}
+
+// RestartWorkers restarts the workers of every app in cluster mode (see
+// pool.restart) and reports whether there were any; a boot error leaves
+// the old workers serving.
+func (rt *Runtime) RestartWorkers() (bool, error) {
+	rt.poolsMu.Lock()
+	pools := make([]*pool, 0, len(rt.pools))
+	for p := range rt.pools {
+		pools = append(pools, p)
+	}
+	rt.poolsMu.Unlock()
+	for _, p := range pools {
+		if err := p.restart(); err != nil {
+			var boot *BootError
+			if errors.As(err, &boot) {
+				rt.lastBoot.Store(boot)
+			}
+			return true, err
+		}
+	}
+	return len(pools) > 0, nil
 }
 
 // watchRSS replaces a worker whose resident memory passed maxRSS.

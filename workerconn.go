@@ -31,9 +31,9 @@ type worker struct {
 
 	mu       sync.Mutex
 	streams  map[uint64]struct{} // requests it runs (until their FINAL)
-	dead     bool
 	inflight atomic.Int64
 
+	gone      atomic.Bool // it exited: its requests have failed
 	held      atomic.Bool // Ruby code holds its VM thread (RV_WORKER_HELD)
 	retiring  atomic.Bool // it takes no new request, and stops once its requests end
 	replacing atomic.Bool // a new worker is starting to take its slot
@@ -55,7 +55,7 @@ type workerStats struct {
 
 func (w *worker) start(stream, app uint64, head []byte) bool {
 	w.mu.Lock()
-	if w.dead {
+	if w.gone.Load() { // read under mu: fail sweeps what was added before
 		w.mu.Unlock()
 		return false
 	}
@@ -229,8 +229,8 @@ func (w *worker) supervise() {
 // fail ends the requests the worker still ran, as the VM would have
 // ended them had it failed: 502 when nothing was sent yet, else a cut.
 func (w *worker) fail() int {
+	w.gone.Store(true)
 	w.mu.Lock()
-	w.dead = true
 	ids := w.streams
 	w.streams = map[uint64]struct{}{}
 	w.mu.Unlock()

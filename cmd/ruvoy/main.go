@@ -129,18 +129,23 @@ func serve(args []string) int {
 	return 0 // not reached: signals end the process (caddy.TrapSignals)
 }
 
-// reloadOnSignal loads the config again on SIGUSR2 or SIGHUP, forever:
-// in cluster mode new workers boot with the app's code as it is now and
-// the old ones stop once their requests end; in one process the rackup is
-// parsed again in the same VM (docs/cli.md). A rackup that fails to load
-// leaves the running app serving.
+// reloadOnSignal reloads the app on SIGUSR2 or SIGHUP, forever: in
+// cluster mode new workers boot with the app's code as it is now and the
+// old ones stop once their requests end, while the server and its
+// connections stay; in one process the config is loaded again and the
+// rackup parsed again in the same VM (docs/cli.md). A rackup that fails
+// to load leaves the running app serving.
 func reloadOnSignal(cfg []byte, rt *ruvoy.Runtime) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGUSR2, syscall.SIGHUP)
 	for sig := range signals {
 		log := caddy.Log().Named("ruvoy")
 		log.Warn("ruvoy: reloading the app", zap.String("signal", sig.String()))
-		if err := caddy.Load(cfg, true); err != nil {
+		restarted, err := rt.RestartWorkers()
+		if !restarted {
+			err = caddy.Load(cfg, true)
+		}
+		if err != nil {
 			if boot := rt.LastBootError(); boot != nil {
 				err = boot
 			}
