@@ -197,7 +197,7 @@ func (rt *Runtime) collectWorkers(ch chan<- prometheus.Metric) {
 			}
 			serving++
 			f.inFlight += float64(w.inflight.Load())
-			if w.held.Load() {
+			if w.heldSince.Load() != 0 {
 				f.held = 1
 			}
 			if s := w.stats.Load(); s != nil {

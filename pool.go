@@ -54,8 +54,11 @@ const (
 	firstBackoff = 250 * time.Millisecond
 	maxBackoff   = 30 * time.Second
 	// heldPenalty ranks a worker whose VM thread is held behind every
-	// worker that is not: it gets new requests only when all are held.
-	heldPenalty = 1 << 20
+	// worker that is not: it gets new requests only when all are held,
+	// and then the one held the shortest time first (a busy machine can
+	// hold a healthy worker past heldAfter for a moment; one stuck in a
+	// long call must not win because it has fewer requests).
+	heldPenalty = 1 << 40
 	rssEvery    = 5 * time.Second
 )
 
@@ -149,9 +152,11 @@ func (p *pool) spawn(slot int) (*worker, error) {
 }
 
 // pick is the worker a new request goes to: the one with the fewest
-// requests in flight, a worker whose VM thread Ruby code holds last;
-// among equals, the next after the last one picked. nil: none serves.
+// requests in flight, a worker whose VM thread Ruby code holds last (the
+// longest held the very last); among equals, the next after the last one
+// picked. nil: none serves.
 func (p *pool) pick() *worker {
+	now := time.Now().UnixNano()
 	n := uint32(len(p.slots))
 	start := p.rr.Add(1)
 	var best *worker
@@ -162,8 +167,8 @@ func (p *pool) pick() *worker {
 			continue
 		}
 		load := w.inflight.Load()
-		if w.held.Load() {
-			load += heldPenalty
+		if since := w.heldSince.Load(); since != 0 {
+			load += heldPenalty + max(now-since, 0)>>10 // a microsecond held weighs a request
 		}
 		if best == nil || load < bestLoad {
 			best, bestLoad = w, load

@@ -33,11 +33,11 @@ type worker struct {
 	streams  map[uint64]struct{} // requests it runs (until their FINAL)
 	inflight atomic.Int64
 
-	gone      atomic.Bool // it exited: its requests have failed
-	held      atomic.Bool // Ruby code holds its VM thread (RV_WORKER_HELD)
-	retiring  atomic.Bool // it takes no new request, and stops once its requests end
-	replacing atomic.Bool // a new worker is starting to take its slot
-	stopping  atomic.Bool // it was told to stop: its exit is expected
+	gone      atomic.Bool  // it exited: its requests have failed
+	heldSince atomic.Int64 // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
+	retiring  atomic.Bool  // it takes no new request, and stops once its requests end
+	replacing atomic.Bool  // a new worker is starting to take its slot
+	stopping  atomic.Bool  // it was told to stop: its exit is expected
 	stats     atomic.Pointer[workerStats]
 
 	ready    chan bootResult
@@ -183,7 +183,11 @@ func (w *worker) control(f wire.Frame, p []byte) {
 		default:
 		}
 	case wire.WorkerHeld:
-		w.held.Store(f.Aux == 1)
+		var since int64
+		if f.Aux == 1 {
+			since = time.Now().UnixNano()
+		}
+		w.heldSince.Store(since)
 	case wire.WorkerStats:
 		if v, ok := wire.ReadStats(p); ok {
 			s := statsFrom(v)
