@@ -65,7 +65,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --min-upload-rate BYTES
                              Answer 408 to request bodies that arrive slower than BYTES a
                              second, after a first minute (default 1024; 0: off)
-        --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10)
+        --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10;
+                             0: without a limit)
         --pidfile FILE       Write the process id to FILE once serving (removed on exit)
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
