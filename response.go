@@ -7,6 +7,7 @@ import (
 	"net/textproto"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
@@ -151,12 +152,18 @@ func (rs *responder) setHead(p []byte, status int) ([]byte, bool) {
 // without the rest of the request body first lets it arrive (up to the
 // window, as Go's own server reads a body before it writes a head), so that
 // a body which turns out malformed gets 400 instead of the app's answer.
+// A head whose response goes on (a body the VM enumerates sends each chunk
+// as it comes, its end in a later message) waits for the body briefly.
 func (rs *responder) commit() {
 	rs.pending = false
 	if p := rs.pump; p != nil {
 		state := p.ended()
-		if state == bodyReading && rs.complete && rs.req.ProtoMajor == 1 {
-			state = p.settle(lingerTime)
+		if state == bodyReading && rs.req.ProtoMajor == 1 {
+			wait := lingerTime
+			if !rs.complete {
+				wait = streamedHeadWait
+			}
+			state = p.settle(wait)
 		}
 		switch state {
 		case bodyMalformed:
@@ -170,6 +177,10 @@ func (rs *responder) commit() {
 	rs.wroteHead = true
 	rs.w.WriteHeader(rs.status)
 }
+
+// streamedHeadWait bounds how long the head of a response still under
+// way waits for a request body still arriving to end (commit).
+const streamedHeadWait = 50 * time.Millisecond
 
 // answer replaces whatever the app set with ruvoy's own short answer. With
 // refused, the request was at fault (a malformed or too slow body): the
