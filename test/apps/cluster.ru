@@ -2,7 +2,8 @@
 require "digest"
 require "fiddle"
 
-# A blocking C call that keeps the GVL: it holds the worker's VM thread.
+# A blocking C call: Fiddle lets the GVL go, but the worker's VM thread
+# stays in the call, so no other request runs there meanwhile.
 USLEEP = Fiddle::Function.new(Fiddle.dlopen(nil)["usleep"], [Fiddle::TYPE_INT], Fiddle::TYPE_INT)
 GROWN = []
 
