@@ -99,7 +99,9 @@ func TestEdgesMalformedChunkedBody(t *testing.T) {
 	guardOnly := map[string]bool{"trailer folded": true}
 	guarded := start(t, app("edges.ru"))
 	unguarded := startCaddyfileApp(t, "edges.ru", "")
-	for _, s := range []*server{guarded, unguarded} {
+	// Cluster mode: one worker, so that /seen sees every request.
+	clustered := start(t, "-w", "1", app("edges.ru"))
+	for _, s := range []*server{guarded, unguarded, clustered} {
 		for name, body := range bodies {
 			if s == unguarded && guardOnly[name] {
 				continue
@@ -123,7 +125,12 @@ func TestEdgesMalformedChunkedBody(t *testing.T) {
 
 // A body that ends (FIN) before its Content-Length or its last chunk: 400.
 func TestEdgesTruncatedBody(t *testing.T) {
-	s := start(t, app("edges.ru"))
+	for _, s := range []*server{start(t, app("edges.ru")), start(t, "-w", "2", app("edges.ru"))} {
+		truncatedBody(t, s)
+	}
+}
+
+func truncatedBody(t *testing.T, s *server) {
 	for _, req := range []string{
 		"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nhello",
 		"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
@@ -153,7 +160,11 @@ func TestEdgesChunkedKeepsConnection(t *testing.T) {
 // than 200 ms first gets an interim 100 Continue: the probe that tells a
 // half-close from a client that left (vanish.go).
 func TestEdgesHalfCloseKeepsTheAnswer(t *testing.T) {
-	s := start(t, app("edges.ru"))
+	t.Run("one process", func(t *testing.T) { halfCloseKeepsTheAnswer(t, start(t, app("edges.ru"))) })
+	t.Run("workers", func(t *testing.T) { halfCloseKeepsTheAnswer(t, start(t, "-w", "2", app("edges.ru"))) })
+}
+
+func halfCloseKeepsTheAnswer(t *testing.T, s *server) {
 	cases := []struct{ req, want string }{
 		{"GET /half HTTP/1.1\r\nHost: a\r\n\r\n", "hello /half"},
 		{"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n", "slow"},
@@ -182,7 +193,11 @@ func TestEdgesHalfCloseKeepsTheAnswer(t *testing.T) {
 // HEAD answers carry the GET's length when the app tells it, and no length
 // when its body is empty (Rack::Head), never Content-Length: 0.
 func TestEdgesHeadLength(t *testing.T) {
-	s := start(t, app("edges.ru"))
+	t.Run("one process", func(t *testing.T) { headLength(t, start(t, app("edges.ru"))) })
+	t.Run("workers", func(t *testing.T) { headLength(t, start(t, "-w", "2", app("edges.ru"))) })
+}
+
+func headLength(t *testing.T, s *server) {
 	equal(t, "GET body", len(s.get(t, "/page").body), 733)
 	out, _ := exchange(t, s.addr, "HEAD /page HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", false, 5*time.Second)
 	if !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || strings.Contains(out, "Content-Length") || !strings.HasSuffix(out, "\r\n\r\n") {
