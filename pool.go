@@ -156,7 +156,6 @@ func (p *pool) spawn(slot int) (*worker, error) {
 // longest held the very last); among equals, the next after the last one
 // picked. nil: none serves.
 func (p *pool) pick() *worker {
-	now := time.Now().UnixNano()
 	n := uint32(len(p.slots))
 	start := p.rr.Add(1)
 	var best *worker
@@ -168,7 +167,8 @@ func (p *pool) pick() *worker {
 		}
 		load := w.inflight.Load()
 		if since := w.heldSince.Load(); since != 0 {
-			load += heldPenalty + max(now-since, 0)>>10 // a microsecond held weighs a request
+			held := time.Now().UnixNano() - since  // only for a held worker: not on every request
+			load += heldPenalty + max(held, 0)>>10 // a microsecond held weighs a request
 		}
 		if best == nil || load < bestLoad {
 			best, bestLoad = w, load
@@ -271,12 +271,7 @@ func (p *pool) restart() error {
 // pool.restart) and reports whether there were any; a boot error leaves
 // the old workers serving.
 func (rt *Runtime) RestartWorkers() (bool, error) {
-	rt.poolsMu.Lock()
-	pools := make([]*pool, 0, len(rt.pools))
-	for p := range rt.pools {
-		pools = append(pools, p)
-	}
-	rt.poolsMu.Unlock()
+	pools := rt.poolList()
 	for _, p := range pools {
 		if err := p.restart(); err != nil {
 			var boot *BootError
@@ -349,14 +344,20 @@ func maxCode(codes []int) int {
 	return m
 }
 
-// stopPools stops every pool (the process is exiting).
-func (rt *Runtime) stopPools() int {
+// poolList is the pools of the apps not yet unloaded, at this moment.
+func (rt *Runtime) poolList() []*pool {
 	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
 	pools := make([]*pool, 0, len(rt.pools))
 	for p := range rt.pools {
 		pools = append(pools, p)
 	}
-	rt.poolsMu.Unlock()
+	return pools
+}
+
+// stopPools stops every pool (the process is exiting).
+func (rt *Runtime) stopPools() int {
+	pools := rt.poolList()
 	codes := make(chan int, len(pools))
 	for _, p := range pools {
 		go func() { codes <- p.stop() }()
