@@ -224,7 +224,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.setTimer(time.AfterFunc(t, func() { l.interrupt(id, wire.IntrTimeout) }))
 	}
 
-	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath}
+	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath, rt: a.rt, link: l, id: id}
 	if hasBody {
 		rs.rc = http.NewResponseController(w)
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
@@ -302,7 +302,12 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 				return
 			}
 		}
-		if err := rs.write(m); err != nil {
+		err := rs.write(m)
+		if rs.hijacked {
+			release() // the request is over; the connection is the app's
+			return
+		}
+		if err != nil {
 			cancel = wire.FlagError
 			if rs.wantDone {
 				l.submit(wire.InDone, id, wire.FlagError, 0, nil)

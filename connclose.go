@@ -94,31 +94,42 @@ func (rs *responder) chunked() bool {
 	return s >= 200 && s != http.StatusNoContent && s != http.StatusNotModified
 }
 
-// tcpConn finds the TCP connection under a server connection's wrappers:
+// tcpConn finds the TCP connection under a server connection's wrappers.
+func tcpConn(c net.Conn) *net.TCPConn {
+	var found *net.TCPConn
+	eachConn(c, func(c net.Conn) {
+		if t, ok := c.(*net.TCPConn); ok && found == nil {
+			found = t
+		}
+	})
+	return found
+}
+
+// eachConn calls f with c and each connection c wraps, outermost first:
 // tls.Conn has NetConn, and Caddy's and ruvoy's wrappers embed the
 // connection they wrap as their field Conn.
-func tcpConn(c net.Conn) *net.TCPConn {
+func eachConn(c net.Conn, f func(net.Conn)) {
 	for range 8 {
-		switch t := c.(type) {
-		case *net.TCPConn:
-			return t
-		case interface{ NetConn() net.Conn }:
+		if c == nil {
+			return
+		}
+		f(c)
+		if t, ok := c.(interface{ NetConn() net.Conn }); ok {
 			c = t.NetConn()
 			continue
 		}
 		v := reflect.Indirect(reflect.ValueOf(c))
 		if v.Kind() != reflect.Struct {
-			return nil
+			return
 		}
-		f := v.FieldByName("Conn")
-		if !f.IsValid() || !f.CanInterface() {
-			return nil
+		field := v.FieldByName("Conn")
+		if !field.IsValid() || !field.CanInterface() {
+			return
 		}
-		inner, ok := f.Interface().(net.Conn)
-		if !ok || inner == nil {
-			return nil
+		inner, ok := field.Interface().(net.Conn)
+		if !ok {
+			return
 		}
 		c = inner
 	}
-	return nil
 }

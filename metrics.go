@@ -116,6 +116,8 @@ var (
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.streams.inUse()) }},
 		{desc("requests_orphaned", "Requests whose client left (reset, closed) while Ruby still unwinds them; they hold no place."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.orphans.Load()) }},
+		{desc("hijacked_connections", "Connections apps took over (rack.hijack, WebSocket upgrades) and still hold."), prometheus.GaugeValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.hijackedCount()) }},
 		{desc("requests_queued", "Requests waiting for a place (queue timeout)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.queued.Load()) }},
 		{desc("queue_wait_seconds_total", "Time admitted requests spent waiting for a place."), prometheus.CounterValue,

@@ -30,6 +30,8 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body
 	}
 	if body {
 		flags |= wire.ReqBody
+	} else if r.ProtoMajor == 1 {
+		flags |= wire.ReqHijack // rack.hijack? (hijack.go)
 	}
 	if r.Method == http.MethodHead {
 		flags |= wire.ReqHead

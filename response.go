@@ -38,6 +38,11 @@ type responder struct {
 	refused      int  // the status ruvoy answered in the app's place (400, 408), or 0
 	wantDone     bool // the VM waits for wire.InDone
 	written      int  // body bytes written since the last credit
+	hijacked     bool // the connection is the app's (hijack.go)
+
+	rt   *Runtime
+	link vmLink // the VM the request runs in
+	id   uint64 // its stream
 }
 
 var errClientGone = errors.New("ruvoy: writing to the client failed")
@@ -99,6 +104,8 @@ func (rs *responder) handle(m *vm.Msg) error {
 		}
 	case wire.OutEarlyHints:
 		rs.earlyHints(p)
+	case wire.OutHijack:
+		rs.hijack(p, int(m.Aux()))
 	case wire.OutReset:
 		if rs.pending || !rs.wroteHead {
 			// Nothing went to the client yet: a clean 500 instead of a
@@ -117,6 +124,29 @@ func (rs *responder) handle(m *vm.Msg) error {
 		rs.ended = true
 	}
 	return nil
+}
+
+// hijack hands the connection to the app (wire.OutHijack; a payload is a
+// head to write first) and the VM the descriptor of its end; if it
+// cannot, the VM hears why and the client gets 500.
+func (rs *responder) hijack(head []byte, status int) {
+	rs.ended = true
+	if len(head) == 0 {
+		head = nil
+	}
+	var fd int
+	err := errors.New("the response has begun")
+	if !rs.wroteHead && !rs.pending {
+		fd, err = rs.takeConnection(head, status)
+	}
+	if err != nil {
+		rs.link.submit(wire.InHijacked, rs.id, wire.FlagFailed, 0, []byte(err.Error()))
+		if !rs.hijacked {
+			rs.answer(http.StatusInternalServerError, false)
+		}
+		return
+	}
+	rs.link.hijacked(rs.id, fd)
 }
 
 // setHead sets the app's headers and status, to be written by commit; it

@@ -54,6 +54,9 @@ type Runtime struct {
 	holdLimit atomic.Int64 // time.Duration; see watchdog.go
 	lastBoot  atomic.Pointer[BootError]
 
+	hijackMu sync.Mutex
+	hijacks  map[*hijacked]struct{} // connections apps took (hijack.go)
+
 	poolsMu sync.Mutex
 	pools   map[*pool]struct{} // the worker pools of apps not yet unloaded
 
@@ -233,6 +236,7 @@ func (e *BootError) Error() string {
 // ruby_cleanup's own status.
 func (rt *Runtime) Shutdown() int {
 	rt.stopOnce.Do(func() {
+		rt.closeHijacked()
 		done := make(chan int, 1)
 		go func() { done <- rt.stopPools() }()
 		if rt.local.Load() {

@@ -62,7 +62,8 @@ func RunWorker(fd int) int {
 		fmt.Fprintf(os.Stderr, "ruvoy worker: descriptor %d is not the front end's socket: %v\n", fd, err)
 		return 1
 	}
-	in := bufio.NewReaderSize(conn, 64<<10)
+	fr := newFrameReader(conn) // hijacked connections arrive as descriptors
+	in := bufio.NewReaderSize(fr, 64<<10)
 	var hdr [wire.FrameHeader]byte
 	var cfg workerConfig
 	first, err := wire.ReadFrame(in, &hdr)
@@ -104,12 +105,12 @@ func RunWorker(fd int) int {
 
 	p := make([]byte, 0, 64<<10)
 	for {
-		fr, err := wire.ReadFrame(in, &hdr)
-		if err == nil && int(fr.Len) > cap(p) {
-			p = make([]byte, 0, fr.Len)
+		f, err := wire.ReadFrame(in, &hdr)
+		if err == nil && int(f.Len) > cap(p) {
+			p = make([]byte, 0, f.Len)
 		}
 		if err == nil {
-			p = p[:fr.Len]
+			p = p[:f.Len]
 			_, err = io.ReadFull(in, p)
 		}
 		if err != nil {
@@ -118,21 +119,29 @@ func RunWorker(fd int) int {
 			}
 			break // the front end is gone: stop as it would have asked
 		}
-		switch fr.Kind {
+		switch f.Kind {
 		case wire.InRequest:
 			rt.counters.admitted.Add(1) // for the idle release (release.go)
 			if rt.inflight.Add(1) == 1 {
 				signal(rt.busy)
 			}
-			vm.Submit(wire.InRequest, fr.Stream, fr.Flags, app, p)
+			vm.Submit(wire.InRequest, f.Stream, f.Flags, app, p)
 		case wire.InCancel:
-			vm.Cancel(fr.Stream, fr.Flags)
+			vm.Cancel(f.Stream, f.Flags)
 		case wire.InInterrupt:
-			vm.Interrupt(fr.Stream, uint32(fr.Aux))
+			vm.Interrupt(f.Stream, uint32(f.Aux))
+		case wire.InHijacked:
+			if f.Flags&wire.FlagFailed != 0 {
+				vm.Submit(f.Kind, f.Stream, f.Flags, 0, p)
+			} else if fd := fr.takeFD(); fd >= 0 {
+				vm.Submit(f.Kind, f.Stream, 0, uint64(fd), nil)
+			} else {
+				vm.Submit(f.Kind, f.Stream, wire.FlagFailed, 0, []byte("its descriptor was lost on the way to the worker"))
+			}
 		case wire.InStop:
 			goto stop
 		default:
-			vm.Submit(fr.Kind, fr.Stream, fr.Flags, fr.Aux, p)
+			vm.Submit(f.Kind, f.Stream, f.Flags, f.Aux, p)
 		}
 	}
 stop:

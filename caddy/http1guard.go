@@ -153,6 +153,19 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Hijacked says the connection was handed to the app (rack.hijack): what
+// follows is the app's protocol. It returns the bytes the guard read and
+// Go did not take (Go reads no more once it hijacked), which are the
+// app's too.
+func (c *guardConn) Hijacked() []byte {
+	c.switched.Store(true)
+	c.state = statePassthrough
+	held := append([]byte(nil), c.in...)
+	c.ready = 0
+	c.release()
+	return held
+}
+
 // Write watches for the answer to an Upgrade request: after a 101 the
 // connection carries another protocol.
 func (c *guardConn) Write(p []byte) (int, error) {

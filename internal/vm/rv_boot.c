@@ -73,6 +73,7 @@ static int boot_ruby_side(void)
     rv_fiber_pool_init();
     rv_scheduler_init();
     rv_upstream_init();
+    rv_hijack_init();
     int state = 0;
     rb_protect(eval_lib, Qnil, &state);
     if (state) {

@@ -19,8 +19,8 @@ static VALUE k_method, k_script_name, k_path_info, k_query, k_uri, k_server_name
     k_server_port, k_protocol, k_remote_addr, k_content_length, k_content_type,
     k_version, k_url_scheme, k_input, k_errors, k_multithread, k_multiprocess,
     k_run_once, k_hijackp, k_after_reply, k_response_finished, k_software, k_context, k_upstream,
-    k_http_version, k_early_hints, k_remote_user;
-static VALUE cContext, cUpstream, v_early_hints;
+    k_http_version, k_early_hints, k_remote_user, k_hijack;
+static VALUE cContext, cUpstream, v_early_hints, v_hijack;
 static VALUE v_empty, v_http, v_https, v_software, v_version, v_asterisk = Qundef;
 static VALUE methods[8], protocols[4];
 
@@ -66,6 +66,7 @@ void rv_env_init(void)
     k_multiprocess = key("rack.multiprocess");
     k_run_once = key("rack.run_once");
     k_hijackp = key("rack.hijack?");
+    k_hijack = key("rack.hijack");
     k_after_reply = key("rack.after_reply");
     k_response_finished = key("rack.response_finished");
     k_context = key("ruvoy.context");
@@ -74,6 +75,8 @@ void rv_env_init(void)
     k_remote_user = key("REMOTE_USER");
     v_early_hints = rb_const_get(rv_mRuvoy, rb_intern("EARLY_HINTS"));
     rb_gc_register_mark_object(v_early_hints);
+    v_hijack = rb_const_get(rv_mRuvoy, rb_intern("HIJACK"));
+    rb_gc_register_mark_object(v_hijack);
     cContext = rb_const_get(rv_mRuvoy, rb_intern("Context"));
     cUpstream = rb_const_get(rv_mRuvoy, rb_intern("Upstream"));
     rb_gc_register_mark_object(cContext);
@@ -159,7 +162,12 @@ VALUE rv_env_build(rv_stream *s)
     PUT(k_multithread, Qtrue);
     PUT(k_multiprocess, Qfalse);
     PUT(k_run_once, Qfalse);
-    PUT(k_hijackp, Qfalse);
+    if (flags & RV_REQ_HIJACK) {
+        PUT(k_hijackp, Qtrue);
+        PUT(k_hijack, v_hijack);
+    } else {
+        PUT(k_hijackp, Qfalse);
+    }
     PUT(k_after_reply, rb_ary_new());
     PUT(k_response_finished, rb_ary_new());
     PUT(k_early_hints, v_early_hints);

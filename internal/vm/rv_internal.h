@@ -108,6 +108,8 @@ struct rv_stream {
     rv_waiter *input_waiter;       /* who waits for body bytes */
     rv_waiter *credit_waiter;      /* who waits for the response window */
     rv_waiter *done_waiter;        /* who waits for the response to be written */
+    rv_waiter *hijack_waiter;      /* who waits for the connection (rv_hijack.c) */
+    VALUE hijack_io, hijack_call;  /* the app's end of the connection, and who gets it */
 };
 
 enum { RV_BODY_OPEN, RV_BODY_EOF, RV_BODY_FAILED, RV_BODY_TOO_LARGE, RV_BODY_MALFORMED };
@@ -159,6 +161,7 @@ void rv_selector_init(void);              /* rv_selector.c */
 void rv_selector_poll(int busy);
 void rv_gc_clock_init(void);
 int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot); /* rv_wait.c */
+void rv_run_alone(void);
 void rv_resume(rv_waiter *w);
 void rv_wait_hook(void (*before_wait)(rv_waiter *w));
 void rv_report_escape(const char *what);
@@ -207,6 +210,11 @@ void rv_request_init(void);
 void rv_upstream_init(void);
 void rv_upstream_deliver(rv_msg *m);
 VALUE rv_input_read_chunk(rv_stream *s);
+void rv_hijack_init(void);                /* rv_hijack.c */
+void rv_hijack_deliver(rv_msg *m);
+void rv_hijack_respond(rv_stream *s, VALUE callable);
+void rv_hijack_run(rv_stream *s);
+void rv_hijack_returned(VALUE response, int state);
 
 /* ---- logging (rv_log.c) ---- */
 

@@ -50,6 +50,8 @@ static void loop_mark(void *p)
             rb_gc_mark(s->response);
             rb_gc_mark(s->input);
             rb_gc_mark(s->interrupt_exc);
+            rb_gc_mark(s->hijack_io);
+            rb_gc_mark(s->hijack_call);
         }
     }
     st_foreach(L->waiting, mark_waiting, 0);
@@ -109,6 +111,9 @@ static void handle(rv_msg *m)
         break;
     case RV_IN_INTERRUPT:
         rv_interrupt_deliver(m);
+        break;
+    case RV_IN_HIJACKED:
+        rv_hijack_deliver(m);
         break;
     default:
         rv_control_handle(m);

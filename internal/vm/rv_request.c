@@ -50,7 +50,7 @@ void rv_request_start(rv_msg *m)
     s->slot = slot;
     s->request = m;
     s->window = L->window;
-    s->fiber = s->env = s->response = s->input = s->interrupt_exc = Qnil;
+    s->fiber = s->env = s->response = s->input = s->interrupt_exc = s->hijack_io = s->hijack_call = Qnil;
     long app = (long)m->aux;
     s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
     L->streams[slot] = s;
@@ -205,18 +205,30 @@ static void after_reply(rv_stream *s, VALUE exc)
 
 static void serve(rv_stream *s)
 {
+    uint64_t id = s->id;
     s->started = 1;
     int state = 0;
     VALUE exc = Qnil;
     s->env = rb_protect(build_env, (VALUE)s, &state);
-    if (!state)
-        s->response = rb_protect(call_app, (VALUE)s, &state);
+    if (!state) {
+        VALUE response = rb_protect(call_app, (VALUE)s, &state);
+        if (!rv_stream_find(id)) {
+            /* The app took the connection (env["rack.hijack"]): the
+             * request ended then. */
+            rv_hijack_returned(response, state);
+            return;
+        }
+        s->response = response;
+    }
     if (!state)
         rb_protect(respond, (VALUE)s, &state);
     if (state) {
         exc = rb_errinfo();
         rb_set_errinfo(Qnil);
         app_failed(s, exc);
+    } else if (!NIL_P(s->hijack_io)) {
+        rv_hijack_run(s); /* a partial hijack or an upgrade */
+        return;
     }
     s->finishing = 1;
     after_reply(s, exc);

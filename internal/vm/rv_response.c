@@ -30,6 +30,7 @@ typedef struct resp {
     int64_t sent;     /* body bytes the app produced */
     const char *malformed;
     VALUE malformed_name;
+    VALUE hijack; /* a rack.hijack header's callable (partial hijack), or nil */
 } resp;
 
 static VALUE eMalformed;
@@ -57,7 +58,7 @@ static int parse_status(resp *r)
         malformed(r, "the status is not an Integer from 100 to 599");
         return 0;
     }
-    if (st < 200) {
+    if (st < 200 && st != 101) { /* 101: an upgrade, checked in rv_respond */
         malformed(r, "an informational status (1xx) cannot be the final response");
         return 0;
     }
@@ -141,8 +142,11 @@ static int put_header(VALUE name, VALUE value, VALUE arg)
     }
     const char *p = RSTRING_PTR(name);
     long n = RSTRING_LEN(name);
-    if (n >= 5 && name_is(p, 5, "rack."))
+    if (n >= 5 && name_is(p, 5, "rack.")) {
+        if (name_is(p, n, "rack.hijack"))
+            r->hijack = value; /* partial hijack */
         return ST_CONTINUE; /* server-private per SPEC */
+    }
     if (n == 0 || n > 0xffff) {
         r->malformed_name = name;
         malformed(r, "a header name is empty or too long");
@@ -432,6 +436,18 @@ int rv_interrupted(rv_stream *s, VALUE exc)
     return 1;
 }
 
+struct hijack_args {
+    rv_stream *s;
+    VALUE callable;
+};
+
+static VALUE respond_hijack(VALUE arg)
+{
+    struct hijack_args *a = (struct hijack_args *)arg;
+    rv_hijack_respond(a->s, a->callable);
+    return Qnil;
+}
+
 static void body_failed(resp *r, VALUE exc)
 {
     rv_stream *s = r->s;
@@ -458,6 +474,44 @@ static void body_failed(resp *r, VALUE exc)
         rv_respond_error(s, 500);
 }
 
+/* A response that hands the connection to the app once its head is out:
+ * a rack.hijack header's callable (partial hijack), or a 101 whose body
+ * responds to call (a Rack 3 upgrade). Where the connection cannot be
+ * handed over (HTTP/2 and 3), the header is ignored, as rack.hijack? said,
+ * and a 101 is a malformed response. Reports whether the response was
+ * taken care of. */
+static int upgrade(resp *r)
+{
+    rv_stream *s = r->s;
+    int can = (s->request->data[RV_REQ_FLAGS_AT] & RV_REQ_HIJACK) != 0;
+    VALUE callable = Qnil;
+    if (can && !NIL_P(r->hijack))
+        callable = r->hijack;
+    else if (can && r->status == 101 && !rb_respond_to(r->body, rv_id_each) && rb_respond_to(r->body, rv_id_call))
+        callable = r->body;
+    if (NIL_P(callable) && r->status != 101)
+        return 0;
+    if (NIL_P(callable)) {
+        log_malformed(&(resp){.s = s, .malformed_name = Qnil,
+                              .malformed = can ? "a 101 answer's body must respond to call (and not to each): it gets the connection"
+                                               : "a 101 answer needs an HTTP/1.1 connection to switch (this request came over HTTP/2 or 3, or with a body)"});
+        close_body(r);
+        rv_respond_error(s, 500);
+        return 1;
+    }
+    if (callable != r->body)
+        close_body(r);
+    int state = 0;
+    struct hijack_args a = {s, callable};
+    rb_protect(respond_hijack, (VALUE)&a, &state);
+    if (state) {
+        VALUE exc = rb_errinfo();
+        rb_set_errinfo(Qnil);
+        body_failed(r, exc);
+    }
+    return 1;
+}
+
 static VALUE check_triple(VALUE res)
 {
     VALUE ary = rb_check_array_type(res);
@@ -468,7 +522,7 @@ static VALUE check_triple(VALUE res)
 
 void rv_respond(rv_stream *s, VALUE env, VALUE res)
 {
-    resp r = {.s = s, .env = env, .declared = -1, .body = Qnil, .array = Qnil, .malformed_name = Qnil};
+    resp r = {.s = s, .env = env, .declared = -1, .body = Qnil, .array = Qnil, .malformed_name = Qnil, .hijack = Qnil};
     int state = 0;
     VALUE ary = rb_protect(check_triple, res, &state);
     if (state || NIL_P(ary)) {
@@ -496,6 +550,8 @@ void rv_respond(rv_stream *s, VALUE env, VALUE res)
         return;
     }
 
+    if (upgrade(&r))
+        return;
     r.no_body = (s->request->data[0] & RV_REQ_HEAD) || r.status == 204 || r.status == 304;
 
     VALUE (*send)(VALUE) = NULL;

@@ -158,6 +158,13 @@ static void back_in_loop(void)
     atomic_store_explicit(&rv_stat.running_stream, 0, memory_order_relaxed);
 }
 
+/* The running fiber goes on as no request's: its request ended while it
+ * kept the connection (rv_hijack.c). */
+void rv_run_alone(void)
+{
+    running(NULL);
+}
+
 void rv_resume(rv_waiter *w)
 {
     running(w->stream);

@@ -43,6 +43,7 @@ enum {
     RV_IN_STOP,        /* control: leave the loop and shut the VM down */
     RV_IN_UPSTREAM_REPLY, /* the outcome of upstream call aux: an upstream reply */
     RV_IN_INTERRUPT,   /* raise in request stream's fiber (0: every request); aux: RV_INTR_* */
+    RV_IN_HIJACKED,    /* the connection is the app's: aux is the descriptor of its end (the VM owns it); RV_FLAG_FAILED: it could not be handed over, payload says why */
 };
 
 /* Message kinds, VM -> Go. */
@@ -58,6 +59,7 @@ enum {
     RV_OUT_UPSTREAM,  /* call an upstream cluster; aux is the call id; payload an upstream call */
     RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
     RV_OUT_EARLY_HINTS, /* send a 103 before the head; payload is strings: name/value pairs */
+    RV_OUT_HIJACK,      /* hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status) */
 };
 
 /*
@@ -66,7 +68,9 @@ enum {
  * RV_FRAME_HEADER bytes (u32 kind, u32 flags, u64 stream, u64 aux, u32
  * payload length, u32 zero), then the payload. The worker hands RV_IN_*
  * frames to its VM and sends its VM's RV_OUT_* messages back as frames;
- * these kinds are the worker's own.
+ * these kinds are the worker's own. An RV_IN_HIJACKED frame carries its
+ * descriptor with it (SCM_RIGHTS), as an RV_OUT_FILE frame does its file's;
+ * the receiver puts its own number in the message.
  */
 enum {
     RV_WORKER_CONFIG = 96, /* front end -> worker, first: JSON settings (the app, the VM's options) */
@@ -120,6 +124,7 @@ enum {
     RV_REQ_BODY = 2,     /* a body follows in RV_IN_BODY messages */
     RV_REQ_ASTERISK = 4, /* request target was "*" (OPTIONS *) */
     RV_REQ_HEAD = 8,     /* method is HEAD: no body is sent */
+    RV_REQ_HIJACK = 16,  /* the connection can be handed to the app (HTTP/1.x, no request body) */
 };
 
 enum {

@@ -25,6 +25,8 @@ const (
 	InUpstreamReply = 10
 	// raise in request stream's fiber (0: every request); aux: RV_INTR_*
 	InInterrupt = 11
+	// the connection is the app's: aux is the descriptor of its end (the VM owns it); RV_FLAG_FAILED: it could not be handed over, payload says why
+	InHijacked = 12
 )
 
 const (
@@ -50,6 +52,8 @@ const (
 	OutUpstreamCancel = 41
 	// send a 103 before the head; payload is strings: name/value pairs
 	OutEarlyHints = 42
+	// hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status)
+	OutHijack = 43
 )
 
 const (
@@ -111,6 +115,8 @@ const (
 	ReqAsterisk = 4
 	// method is HEAD: no body is sent
 	ReqHead = 8
+	// the connection can be handed to the app (HTTP/1.x, no request body)
+	ReqHijack = 16
 )
 
 const (

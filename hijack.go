@@ -1,0 +1,271 @@
+package ruvoy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ruvoy/ruvoy/internal/wire"
+
+	"go.uber.org/zap"
+)
+
+// Hijacked connections (rack.hijack, a Rack 3 upgrade; rv_hijack.c).
+//
+// The app gets one end of a socket pair, not the client's connection: Go
+// keeps the connection (its TLS state, its wrappers, its place in Caddy's
+// counts) and pumps bytes between the two, so the same route serves
+// cleartext, TLS and cluster mode (the app's end crosses to the worker).
+// An idle pump waits for readability holding no buffer, so an idle
+// connection costs two parked goroutines. Writes block on a slow reader,
+// so the socket pair's buffers bound what a connection holds in flight.
+// When the app closes its end the client's connection closes; when the
+// client half-closes the app reads EOF; a stop closes them all
+// (Runtime.Shutdown).
+
+// A hijacked connection as Go pumps it.
+type hijacked struct {
+	rt     *Runtime
+	client net.Conn        // the client's connection, as the server had it
+	raw    syscall.RawConn // its socket, to wait on without a buffer; nil over TLS or a wrapper Go cannot see through
+	app    *net.UnixConn   // Go's end of the socket pair
+	once   sync.Once
+}
+
+// handover is what a listener wrapper that reads ahead (the HTTP/1 guard)
+// does when its connection is hijacked: it stops reading HTTP and gives
+// back the bytes it holds, which are the app's.
+type handover interface {
+	Hijacked() []byte
+}
+
+// takeConnection hijacks rs's connection for the app. It writes head
+// first (partial hijack or an upgrade; nil for a full hijack), and returns
+// the descriptor of the app's end of the socket pair, which the caller
+// hands to the VM.
+func (rs *responder) takeConnection(head []byte, status int) (int, error) {
+	// The server's own writer, under Caddy's recorders: a recorder's
+	// hijacked connection counts what is written into its size, which
+	// Caddy reads after the handler returned (it is made for handlers that
+	// stay until the connection ends).
+	w := rs.w
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return -1, errors.New("the server cannot hand this connection over")
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		return -1, err
+	}
+	rs.hijacked = true
+	_ = conn.SetDeadline(time.Time{}) // the app's protocol has its own timeouts
+	var pending []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		pending = append(pending, b...)
+	}
+	pending = append(pending, handOver(conn)...)
+	if head != nil {
+		if err := writeRawHead(brw.Writer, head, status); err != nil {
+			conn.Close()
+			return -1, err
+		}
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		conn.Close()
+		return -1, err
+	}
+	f := os.NewFile(uintptr(fds[0]), "ruvoy-hijacked")
+	c, err := net.FileConn(f) // a copy of the descriptor, in Go's poller
+	f.Close()
+	if err != nil {
+		syscall.Close(fds[1])
+		conn.Close()
+		return -1, err
+	}
+	if err := syscall.SetNonblock(fds[1], true); err != nil { // the app's reads wait in the Fiber scheduler
+		c.Close()
+		syscall.Close(fds[1])
+		conn.Close()
+		return -1, err
+	}
+	h := &hijacked{rt: rs.rt, client: conn, app: c.(*net.UnixConn)}
+	if t := tcpConn(conn); t != nil && !overTLS(conn) {
+		h.raw, _ = t.SyscallConn()
+	}
+	rs.rt.track(h)
+	h.run(pending)
+	return fds[1], nil
+}
+
+// writeRawHead writes a response head (wire.h) as HTTP/1.1, as the app
+// gave it: no framing is added, the bytes after it are the app's.
+func writeRawHead(w *bufio.Writer, head []byte, status int) error {
+	_, _, count, p, ok := wire.ResponseStart(head)
+	if !ok {
+		return errors.New("ruvoy: a malformed response head")
+	}
+	w.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
+	for i := 0; i < count; i++ {
+		name, value, rest, ok := wire.ResponseHeader(p)
+		if !ok {
+			return errors.New("ruvoy: a malformed response head")
+		}
+		w.Write(name)
+		w.WriteString(": ")
+		w.Write(value)
+		w.WriteString("\r\n")
+		p = rest
+	}
+	w.WriteString("\r\n")
+	return w.Flush()
+}
+
+func (h *hijacked) run(pending []byte) {
+	go func() {
+		err := h.toApp(pending)
+		if errors.Is(err, io.EOF) {
+			h.app.CloseWrite() // the client half-closed: the app reads EOF
+			return
+		}
+		h.close()
+	}()
+	go func() {
+		appRaw, _ := h.app.SyscallConn()
+		pump(h.client, h.app, appRaw)
+		h.close() // the app closed its end (or a side failed)
+	}()
+}
+
+func (h *hijacked) toApp(pending []byte) error {
+	if len(pending) > 0 {
+		if _, err := h.app.Write(pending); err != nil {
+			return err
+		}
+	}
+	return pump(h.app, h.client, h.raw)
+}
+
+// close ends the connection and the app's end, once.
+func (h *hijacked) close() {
+	h.once.Do(func() {
+		h.client.Close()
+		h.app.Close()
+		h.rt.untrack(h)
+	})
+}
+
+var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// pump copies src to dst until src ends or either side fails; io.EOF is
+// a clean end. With raw (src's socket), it waits for src to be readable
+// before it takes a buffer.
+func pump(dst io.Writer, src io.Reader, raw syscall.RawConn) error {
+	for {
+		if raw != nil {
+			if err := waitReadable(raw); err != nil {
+				return err
+			}
+		}
+		bp := pumpBuffers.Get().(*[]byte)
+		n, err := src.Read(*bp)
+		if n > 0 {
+			if _, werr := dst.Write((*bp)[:n]); werr != nil {
+				pumpBuffers.Put(bp)
+				return werr
+			}
+		}
+		pumpBuffers.Put(bp)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// waitReadable parks until the socket has bytes (or an end) to read.
+func waitReadable(raw syscall.RawConn) error {
+	var b [1]byte
+	return raw.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN
+	})
+}
+
+// handOver tells the wrappers of a hijacked connection that read ahead
+// to stop, and returns the bytes they held.
+func handOver(c net.Conn) []byte {
+	var held []byte
+	eachConn(c, func(c net.Conn) {
+		if h, ok := c.(handover); ok {
+			held = append(held, h.Hijacked()...)
+		}
+	})
+	return held
+}
+
+// overTLS says whether c is, or wraps, a TLS connection: tls.Conn reads
+// ahead of what it returns, so its socket's readability says nothing.
+func overTLS(c net.Conn) bool {
+	found := false
+	eachConn(c, func(c net.Conn) {
+		if _, ok := c.(*tls.Conn); ok {
+			found = true
+		}
+	})
+	return found
+}
+
+// track counts a hijacked connection until it closes.
+func (rt *Runtime) track(h *hijacked) {
+	rt.hijackMu.Lock()
+	if rt.hijacks == nil {
+		rt.hijacks = map[*hijacked]struct{}{}
+	}
+	rt.hijacks[h] = struct{}{}
+	rt.hijackMu.Unlock()
+}
+
+func (rt *Runtime) untrack(h *hijacked) {
+	rt.hijackMu.Lock()
+	delete(rt.hijacks, h)
+	rt.hijackMu.Unlock()
+}
+
+// hijackedCount is how many hijacked connections are open.
+func (rt *Runtime) hijackedCount() int {
+	rt.hijackMu.Lock()
+	defer rt.hijackMu.Unlock()
+	return len(rt.hijacks)
+}
+
+// closeHijacked closes every hijacked connection: the server is stopping.
+func (rt *Runtime) closeHijacked() {
+	rt.hijackMu.Lock()
+	all := make([]*hijacked, 0, len(rt.hijacks))
+	for h := range rt.hijacks {
+		all = append(all, h)
+	}
+	rt.hijackMu.Unlock()
+	if len(all) > 0 {
+		rt.log().Info("ruvoy: closing hijacked connections (WebSockets and the like): the server is stopping", zap.Int("connections", len(all)))
+	}
+	for _, h := range all {
+		h.close()
+	}
+}
