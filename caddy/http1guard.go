@@ -107,6 +107,7 @@ type guardConn struct {
 	held  *[]byte // the pooled buffer in lives in; returned once in is empty
 	ready int     // bytes of in that Go may have
 	first bool    // the first bytes were seen
+	tls   bool    // they were a TLS handshake: the bytes are not HTTP's
 	// upgrade is set while the answer to a request with an Upgrade header
 	// has not begun; switched once that answer was a 101 (Write sees it).
 	upgrade, switched atomic.Bool
@@ -156,8 +157,11 @@ func (c *guardConn) Read(p []byte) (int, error) {
 // Hijacked says the connection was handed to the app (rack.hijack): what
 // follows is the app's protocol. It returns the bytes the guard read and
 // Go did not take (Go reads no more once it hijacked), which are the
-// app's too.
+// app's too. Under TLS they are the TLS connection's, which reads on.
 func (c *guardConn) Hijacked() []byte {
+	if c.tls {
+		return nil
+	}
 	c.switched.Store(true)
 	c.state = statePassthrough
 	held := append([]byte(nil), c.in...)
@@ -251,6 +255,7 @@ func (c *guardConn) advance() {
 			c.first = true
 			if rest[0] == 0x16 { // a TLS handshake
 				c.state = statePassthrough
+				c.tls = true
 			}
 		}
 		if c.switched.Load() {

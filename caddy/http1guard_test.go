@@ -266,3 +266,37 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
+
+// A hijacked connection's bytes that the guard read and Go did not take
+// are the app's: Hijacked gives them back, and the guard passes what
+// follows. Under TLS they belong to the TLS connection: it keeps them.
+func TestGuardHijacked(t *testing.T) {
+	head := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"
+	c := &guardConn{Conn: &scripted{data: []byte(head + "EARLY\x00\x01"), pieces: []int{len(head) + 7, 100}}}
+	got := make([]byte, len(head))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != head {
+		t.Fatalf("head: %q, %v", got, err)
+	}
+	if held := string(c.Hijacked()); held != "EARLY\x00\x01" {
+		t.Fatalf("held bytes: %q", held)
+	}
+	c.Conn.(*scripted).data = []byte("GARBAGE \x00 not HTTP")
+	rest, _ := io.ReadAll(c)
+	if string(rest) != "GARBAGE \x00 not HTTP" {
+		t.Fatalf("after the hijack: %q", rest)
+	}
+
+	hello := "\x16\x03\x01 a handshake"
+	c = &guardConn{Conn: &scripted{data: []byte(hello)}}
+	first := make([]byte, 4)
+	if _, err := io.ReadFull(c, first); err != nil {
+		t.Fatal(err)
+	}
+	if held := c.Hijacked(); held != nil {
+		t.Fatalf("under TLS the guard gave away %q", held)
+	}
+	rest, _ = io.ReadAll(c)
+	if string(first)+string(rest) != hello {
+		t.Fatalf("under TLS: %q", string(first)+string(rest))
+	}
+}

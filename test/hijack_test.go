@@ -363,3 +363,21 @@ func TestHijackManyIdle(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
 }
+
+// Bytes a client sends right behind its upgrade request, before the
+// answer, reach the app first (Go or the HTTP/1 guard had read them).
+func TestHijackEarlyBytes(t *testing.T) {
+	s := start(t, app("hijack.ru"))
+	for path, head := range upgradeRoutes {
+		c := dial(t, s.addr)
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nearlylater", path)
+		r := bufio.NewReader(c)
+		got := make([]byte, len(head)+10)
+		if _, err := io.ReadFull(r, got); err != nil {
+			t.Fatalf("%s: %v (got %q)", path, err, got)
+		}
+		equal(t, path, string(got), head+"earlylater")
+		echoRounds(t, c, r, 1)
+	}
+}

@@ -93,7 +93,7 @@ static VALUE hijack(VALUE self, VALUE id)
     (void)self;
     rv_stream *s = rv_stream_find(NUM2ULL(id));
     if (!s || L->current != s)
-        rb_raise(rb_eIOError, "ruvoy: rack.hijack is called from the request's own fiber, while it runs");
+        rb_raise(rb_eIOError, "ruvoy: rack.hijack is called once, from the request's own fiber");
     if (!(s->request->data[RV_REQ_FLAGS_AT] & RV_REQ_HIJACK))
         rb_raise(rb_eNotImpError, "ruvoy: this request's connection cannot be hijacked (HTTP/2, HTTP/3, or a request with a body)");
     if (s->cancelled)

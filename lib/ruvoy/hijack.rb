@@ -10,7 +10,7 @@ module Ruvoy
   # request's own fiber.
   HIJACK = lambda do
     id = Ruvoy._current_request
-    raise IOError, "ruvoy: rack.hijack is called from the request's own fiber" unless id
+    raise IOError, "ruvoy: rack.hijack is called once, from the request's own fiber" unless id
 
     Ruvoy._hijack(id)
   end
