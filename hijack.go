@@ -16,20 +16,24 @@ import (
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // Hijacked connections (rack.hijack, a Rack 3 upgrade; rv_hijack.c).
 //
-// The app gets one end of a socket pair, not the client's connection: Go
-// keeps the connection (its TLS state, its wrappers, its place in Caddy's
-// counts) and pumps bytes between the two, so the same route serves
-// cleartext, TLS and cluster mode (the app's end crosses to the worker).
-// An idle pump waits for readability holding no buffer, so an idle
-// connection costs two parked goroutines. Writes block on a slow reader,
-// so the socket pair's buffers bound what a connection holds in flight.
-// When the app closes its end the client's connection closes; when the
-// client half-closes the app reads EOF; a stop closes them all
-// (Runtime.Shutdown).
+// A cleartext TCP connection is handed over whole: the VM gets a copy of
+// its descriptor (in cluster mode it crosses to the worker) and Go lets
+// go of it, so the app reads and writes the client's socket itself.
+// Where Go must stay in between (TLS: Go keeps the TLS state; bytes Go or
+// the HTTP/1 guard read ahead of the app; a connection that is not TCP),
+// the app gets one end of a socket pair instead, and Go pumps bytes
+// between the other end and the connection. An idle pump waits for
+// readability holding no buffer, so it costs two parked goroutines.
+// Writes block on a slow reader, so the sockets' buffers bound what a
+// connection holds in flight. When the app closes its end the client's
+// connection closes; when the client half-closes the app reads EOF; a
+// stop closes the pumped ones (Runtime.Shutdown) and the process's exit
+// the others.
 
 // A hijacked connection as Go pumps it.
 type hijacked struct {
@@ -49,9 +53,9 @@ type handover interface {
 
 // takeConnection hijacks rs's connection for the app. It writes head
 // first (partial hijack or an upgrade; nil for a full hijack), and returns
-// the descriptor of the app's end of the socket pair, which the caller
-// hands to the VM.
-func (rs *responder) takeConnection(head []byte, status int) (int, error) {
+// the descriptor the VM gets, with wire.FlagTcp when it is the client's
+// own socket.
+func (rs *responder) takeConnection(head []byte, status int) (int, uint32, error) {
 	// The server's own writer, under Caddy's recorders: a recorder's
 	// hijacked connection counts what is written into its size, which
 	// Caddy reads after the handler returned (it is made for handlers that
@@ -66,11 +70,11 @@ func (rs *responder) takeConnection(head []byte, status int) (int, error) {
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		return -1, errors.New("the server cannot hand this connection over")
+		return -1, 0, errors.New("the server cannot hand this connection over")
 	}
 	conn, brw, err := hj.Hijack()
 	if err != nil {
-		return -1, err
+		return -1, 0, err
 	}
 	rs.hijacked = true
 	_ = conn.SetDeadline(time.Time{}) // the app's protocol has its own timeouts
@@ -83,9 +87,47 @@ func (rs *responder) takeConnection(head []byte, status int) (int, error) {
 	if head != nil {
 		if err := writeRawHead(brw.Writer, head, status); err != nil {
 			conn.Close()
-			return -1, err
+			return -1, 0, err
 		}
 	}
+	if t := tcpConn(conn); t != nil && !overTLS(conn) && len(pending) == 0 {
+		fd, err := handDirectly(conn, t)
+		return fd, wire.FlagTcp, err
+	}
+	fd, err := rs.rt.pumpTo(conn, pending)
+	return fd, 0, err
+}
+
+// handDirectly gives the app the client's own socket (cleartext, nothing
+// read ahead): a copy of its descriptor, after which the server's
+// connection is closed (its wrappers' counts with it) while the socket
+// stays open through the copy. It costs nothing after that.
+func handDirectly(conn net.Conn, t *net.TCPConn) (int, error) {
+	raw, err := t.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return -1, err
+	}
+	fd := -1
+	cerr := raw.Control(func(s uintptr) {
+		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	})
+	conn.Close()
+	if cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+		return -1, err
+	}
+	return fd, nil // non-blocking: the flag belongs to the socket, which Go set
+}
+
+// pumpTo makes a socket pair, pumps between conn and one end (pending
+// first to the app), and returns the other end's descriptor.
+func (rt *Runtime) pumpTo(conn net.Conn, pending []byte) (int, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		conn.Close()
@@ -105,11 +147,11 @@ func (rs *responder) takeConnection(head []byte, status int) (int, error) {
 		conn.Close()
 		return -1, err
 	}
-	h := &hijacked{rt: rs.rt, client: conn, app: c.(*net.UnixConn)}
+	h := &hijacked{rt: rt, client: conn, app: c.(*net.UnixConn)}
 	if t := tcpConn(conn); t != nil && !overTLS(conn) {
 		h.raw, _ = t.SyscallConn()
 	}
-	rs.rt.track(h)
+	rt.track(h)
 	h.run(pending)
 	return fds[1], nil
 }
@@ -254,7 +296,9 @@ func (rt *Runtime) hijackedCount() int {
 	return len(rt.hijacks)
 }
 
-// closeHijacked closes every hijacked connection: the server is stopping.
+// closeHijacked closes the hijacked connections Go pumps, and says how
+// many the apps hold (the others close as the VMs stop): the server is
+// stopping.
 func (rt *Runtime) closeHijacked() {
 	rt.hijackMu.Lock()
 	all := make([]*hijacked, 0, len(rt.hijacks))
@@ -262,8 +306,8 @@ func (rt *Runtime) closeHijacked() {
 		all = append(all, h)
 	}
 	rt.hijackMu.Unlock()
-	if len(all) > 0 {
-		rt.log().Info("ruvoy: closing hijacked connections (WebSockets and the like): the server is stopping", zap.Int("connections", len(all)))
+	if n := max(rt.Stats().Hijacked, len(all)); n > 0 {
+		rt.log().Info("ruvoy: closing hijacked connections (WebSockets and the like): the server is stopping", zap.Int("connections", n))
 	}
 	for _, h := range all {
 		h.close()

@@ -15,9 +15,9 @@ type vmLink interface {
 	submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte)
 	cancel(stream uint64, flags uint32)
 	interrupt(stream uint64, reason uint32)
-	// hijacked hands the VM the descriptor of the app's end of a hijacked
-	// connection (wire.InHijacked); the VM owns it from then on.
-	hijacked(stream uint64, fd int)
+	// hijacked hands the VM the descriptor of a hijacked connection
+	// (wire.InHijacked); the VM owns it from then on.
+	hijacked(stream uint64, fd int, flags uint32)
 }
 
 // localVM is the VM of this process.
@@ -34,6 +34,6 @@ func (localVM) submit(kind uint32, stream uint64, flags uint32, aux uint64, payl
 
 func (localVM) cancel(stream uint64, flags uint32)     { vm.Cancel(stream, flags) }
 func (localVM) interrupt(stream uint64, reason uint32) { vm.Interrupt(stream, reason) }
-func (localVM) hijacked(stream uint64, fd int) {
-	vm.Submit(wire.InHijacked, stream, 0, uint64(fd), nil)
+func (localVM) hijacked(stream uint64, fd int, flags uint32) {
+	vm.Submit(wire.InHijacked, stream, flags, uint64(fd), nil)
 }

@@ -24,6 +24,7 @@ type VMStats struct {
 	HeapLiveSlots  uint64
 	OffloadBusy    int // offload threads running a block
 	OffloadWaiting int // callers waiting for an offload thread
+	Hijacked       int // hijacked connections the app holds open
 }
 
 // Stats reads the figures of the process's VM, and of its workers as they
@@ -53,6 +54,7 @@ func (rt *Runtime) Stats() VMStats {
 			v.HeapLiveSlots += s.HeapLiveSlots
 			v.OffloadBusy += s.OffloadBusy
 			v.OffloadWaiting += s.OffloadWaiting
+			v.Hijacked += s.Hijacked
 		}
 		n++
 	}
@@ -77,6 +79,7 @@ func (rt *Runtime) localStats() VMStats {
 		HeapLiveSlots:  s.HeapLiveSlots,
 		OffloadBusy:    int(int64(s.OffloadBusy)),
 		OffloadWaiting: int(int64(s.OffloadWaiting)),
+		Hijacked:       int(s.Hijacked),
 	}
 	now := vm.Now()
 	if since := s.RunningSince; since != 0 && now > since {
@@ -117,7 +120,7 @@ var (
 		{desc("requests_orphaned", "Requests whose client left (reset, closed) while Ruby still unwinds them; they hold no place."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.orphans.Load()) }},
 		{desc("hijacked_connections", "Connections apps took over (rack.hijack, WebSocket upgrades) and still hold."), prometheus.GaugeValue,
-			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.hijackedCount()) }},
+			func(_ *Runtime, s *VMStats) float64 { return float64(s.Hijacked) }},
 		{desc("requests_queued", "Requests waiting for a place (queue timeout)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.queued.Load()) }},
 		{desc("queue_wait_seconds_total", "Time admitted requests spent waiting for a place."), prometheus.CounterValue,
@@ -241,7 +244,7 @@ func statsValues(s VMStats, stalls int64, rss uint64) [wire.WorkerStatsCount]uin
 		uint64(s.Busy), uint64(s.LoopLag), uint64(s.RunningFor), s.RunningStream,
 		uint64(s.Requests), uint64(s.Fibers), uint64(s.ResponseBytes),
 		s.GCCount, uint64(s.GCTime), s.HeapLiveSlots,
-		uint64(s.OffloadBusy), uint64(s.OffloadWaiting), uint64(stalls), rss,
+		uint64(s.OffloadBusy), uint64(s.OffloadWaiting), uint64(s.Hijacked), uint64(stalls), rss,
 	}
 }
 
@@ -252,9 +255,9 @@ func statsFrom(v [wire.WorkerStatsCount]uint64) workerStats {
 			Busy: time.Duration(v[0]), LoopLag: time.Duration(v[1]), RunningFor: time.Duration(v[2]), RunningStream: v[3],
 			Requests: int(v[4]), Fibers: int(v[5]), ResponseBytes: int64(v[6]),
 			GCCount: v[7], GCTime: time.Duration(v[8]), HeapLiveSlots: v[9],
-			OffloadBusy: int(v[10]), OffloadWaiting: int(v[11]),
+			OffloadBusy: int(v[10]), OffloadWaiting: int(v[11]), Hijacked: int(v[12]),
 		},
-		Stalls: int64(v[12]), RSS: v[13],
+		Stalls: int64(v[13]), RSS: v[14],
 	}
 }
 

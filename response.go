@@ -135,9 +135,10 @@ func (rs *responder) hijack(head []byte, status int) {
 		head = nil
 	}
 	var fd int
+	var flags uint32
 	err := errors.New("the response has begun")
 	if !rs.wroteHead && !rs.pending {
-		fd, err = rs.takeConnection(head, status)
+		fd, flags, err = rs.takeConnection(head, status)
 	}
 	if err != nil {
 		rs.link.submit(wire.InHijacked, rs.id, wire.FlagFailed, 0, []byte(err.Error()))
@@ -146,7 +147,7 @@ func (rs *responder) hijack(head []byte, status int) {
 		}
 		return
 	}
-	rs.link.hijacked(rs.id, fd)
+	rs.link.hijacked(rs.id, fd, flags)
 }
 
 // setHead sets the app's headers and status, to be written by commit; it

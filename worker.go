@@ -134,7 +134,7 @@ func RunWorker(fd int) int {
 			if f.Flags&wire.FlagFailed != 0 {
 				vm.Submit(f.Kind, f.Stream, f.Flags, 0, p)
 			} else if fd := fr.takeFD(); fd >= 0 {
-				vm.Submit(f.Kind, f.Stream, 0, uint64(fd), nil)
+				vm.Submit(f.Kind, f.Stream, f.Flags, uint64(fd), nil)
 			} else {
 				vm.Submit(f.Kind, f.Stream, wire.FlagFailed, 0, []byte("its descriptor was lost on the way to the worker"))
 			}

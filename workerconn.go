@@ -80,10 +80,10 @@ func (w *worker) interrupt(stream uint64, reason uint32) {
 	w.out.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 }
 
-// hijacked sends the worker the app's end of a hijacked connection: the
-// descriptor crosses with its frame (SCM_RIGHTS) and is closed here.
-func (w *worker) hijacked(stream uint64, fd int) {
-	w.out.addFile(wire.InHijacked, stream, 0, 0, nil, fd)
+// hijacked sends the worker a hijacked connection: the descriptor
+// crosses with its frame (SCM_RIGHTS) and is closed here.
+func (w *worker) hijacked(stream uint64, fd int, flags uint32) {
+	w.out.addFile(wire.InHijacked, stream, flags, 0, nil, fd)
 	w.out.flush()
 }
 

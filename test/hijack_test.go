@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -198,24 +199,12 @@ func TestHijackRefusals(t *testing.T) {
 }
 
 func readResponse(r *bufio.Reader) (string, error) {
-	length := -1
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return "", err
-		}
-		if line == "\r\n" {
-			break
-		}
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "content-length") {
-			length, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
+	res, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return "", err
 	}
-	if length < 0 {
-		return "", fmt.Errorf("no Content-Length")
-	}
-	b := make([]byte, length)
-	_, err := io.ReadFull(r, b)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
 	return string(b), err
 }
 
@@ -313,7 +302,7 @@ func TestHijackSlowReader(t *testing.T) {
 // does not wait for them), logs it, and exits 0.
 func TestHijackShutdown(t *testing.T) {
 	inProcessAndWorkers(t, func(t *testing.T, workers int) {
-		s, _ := startHijack(t, workers)
+		s, admin := startHijack(t, workers)
 		var conns []net.Conn
 		for i := 0; i < 3; i++ {
 			c := dial(t, s.addr)
@@ -325,6 +314,9 @@ func TestHijackShutdown(t *testing.T) {
 			}
 			conns = append(conns, c)
 		}
+		eventually(t, 10*time.Second, "the gauge counts them", func() bool {
+			return metricValue(t, admin, "ruvoy_hijacked_connections") == "3"
+		})
 		began := time.Now()
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		for _, c := range conns {
@@ -341,27 +333,63 @@ func TestHijackShutdown(t *testing.T) {
 	})
 }
 
-// Many idle hijacked connections at once, then each one echoes: none is
-// lost, and all of them close.
+// 10,000 idle hijacked connections at once (fewer where the descriptor
+// limit is lower: each side holds one per connection; Go raises its soft
+// limit to the hard one), then each one echoes: none is lost, and all of
+// them close.
 func TestHijackManyIdle(t *testing.T) {
+	n := 10000
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(n)+2000 {
+		n = int(lim.Cur) - 2000
+		t.Logf("descriptor limit %d: %d connections", lim.Cur, n)
+	}
 	s, admin := startHijack(t, 0)
-	const n = 1000
+	before := s.rss(t)
 	conns := make([]net.Conn, n)
 	readers := make([]*bufio.Reader, n)
-	for i := range conns {
-		conns[i] = dial(t, s.addr)
-		readers[i] = openUpgrade(t, conns[i], []string{"/full", "/upgrade"}[i%2])
+	each := func(f func(i int)) {
+		var wg sync.WaitGroup
+		for w := 0; w < 20; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := w; i < n; i += 20 {
+					f(i)
+				}
+			}(w)
+		}
+		wg.Wait()
 	}
-	eventually(t, 10*time.Second, "all counted", func() bool {
+	each(func(i int) {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conns[i] = c
+		readers[i] = openUpgrade(t, c, []string{"/full", "/upgrade"}[i%2])
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	eventually(t, 30*time.Second, "all counted", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == strconv.Itoa(n)
 	})
-	t.Logf("server RSS with %d idle hijacked connections: %d MiB", n, s.rss(t)>>20)
-	for i := range conns {
+	t.Logf("server RSS: %d MiB before, %d MiB with %d idle hijacked connections", before>>20, s.rss(t)>>20, n)
+	each(func(i int) {
+		conns[i].SetDeadline(time.Now().Add(60 * time.Second))
 		echoRounds(t, conns[i], readers[i], 1)
-	}
-	eventually(t, 10*time.Second, "no hijacked connection left", func() bool {
+	})
+	eventually(t, 30*time.Second, "no hijacked connection left", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
+	equal(t, "still serving", s.get(t, "/hijackp").body, "true")
 }
 
 // Bytes a client sends right behind its upgrade request, before the

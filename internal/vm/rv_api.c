@@ -56,6 +56,7 @@ void rv_read_stats(rv_vm_stats *out)
     out->heap_live_slots = atomic_load_explicit(&rv_stat.heap_live_slots, memory_order_relaxed);
     out->offload_busy = atomic_load_explicit(&rv_stat.offload_busy, memory_order_relaxed);
     out->offload_waiting = atomic_load_explicit(&rv_stat.offload_waiting, memory_order_relaxed);
+    out->hijacked = atomic_load_explicit(&rv_stat.hijacked, memory_order_relaxed);
 }
 
 uint64_t rv_monotonic_ns(void)

@@ -6,8 +6,9 @@
  * rack.hijack response header) and a Rack 3 upgrade (a 101 whose body
  * responds to call) send the response head in the RV_OUT_HIJACK: Go writes
  * it first. Either way the fiber waits for RV_IN_HIJACKED, which carries
- * the descriptor of the app's end of the connection (Go pumps the bytes
- * between it and the client), and the request then ends for the server:
+ * the descriptor of the connection (the client's own socket, or one end of
+ * a socket pair Go pumps to and from the client; hijack.go), and the
+ * request then ends for the server:
  * its stream is finished, so its admission place and window go back, and
  * the fiber goes on with the IO alone, as no request's.
  */
@@ -18,7 +19,8 @@
 #define L rv_L
 
 static VALUE k_hijack_io;
-static ID id_hijack_io;
+static ID id_hijack_io, id_hijacked_count;
+static int any; /* a connection was hijacked: rv_hijack_count counts */
 
 struct take {
     rv_stream *s;
@@ -47,9 +49,10 @@ static void drop_reply(rv_msg *m)
     rv_msg_free(m);
 }
 
-static VALUE wrap_fd(VALUE fd)
+static VALUE wrap_fd(VALUE arg)
 {
-    return rb_funcall(rv_mRuvoy, id_hijack_io, 1, fd);
+    rv_msg *reply = (rv_msg *)arg;
+    return rb_funcall(rv_mRuvoy, id_hijack_io, 2, INT2NUM((int)reply->aux), (reply->flags & RV_FLAG_TCP) ? Qtrue : Qfalse);
 }
 
 /* Sends m (an RV_OUT_HIJACK) and waits for the connection: returns the IO
@@ -77,13 +80,13 @@ static VALUE take_connection(rv_stream *s, rv_msg *m)
         rv_msg_free(reply);
         rb_raise(rb_eIOError, "ruvoy: the connection could not be handed over: %" PRIsVALUE, why);
     }
-    int fd = (int)reply->aux;
-    rv_msg_free(reply);
-    VALUE io = rb_protect(wrap_fd, INT2NUM(fd), &state);
+    VALUE io = rb_protect(wrap_fd, (VALUE)reply, &state);
     if (state) {
-        close(fd);
+        drop_reply(reply);
         rb_jump_tag(state);
     }
+    rv_msg_free(reply);
+    any = 1;
     return io;
 }
 
@@ -159,11 +162,35 @@ void rv_hijack_deliver(rv_msg *m)
     rv_make_ready(w, Qtrue);
 }
 
+static VALUE count(VALUE unused)
+{
+    (void)unused;
+    return rb_funcall(rv_mRuvoy, id_hijacked_count, 0);
+}
+
+/* How many hijacked connections the app holds open, for the metrics: at
+ * each tick of the loop, once any was handed over. Ruby keeps
+ * them in a weak map (lib/ruvoy/hijack.rb): an IO the app drops is
+ * collected and closed. */
+void rv_hijack_count(void)
+{
+    if (!any)
+        return;
+    int state = 0;
+    VALUE n = rb_protect(count, Qnil, &state);
+    if (state) {
+        rb_set_errinfo(Qnil);
+        return;
+    }
+    atomic_store_explicit(&rv_stat.hijacked, NUM2ULL(n), memory_order_relaxed);
+}
+
 void rv_hijack_init(void)
 {
     k_hijack_io = rb_interned_str_cstr("rack.hijack_io");
     rb_gc_register_mark_object(k_hijack_io);
     id_hijack_io = rb_intern("_hijack_io");
+    id_hijacked_count = rb_intern("_hijacked_count");
     rb_define_module_function(rv_mRuvoy, "_hijack", hijack, 1);
 }
 

@@ -150,7 +150,7 @@ extern rv_loop *rv_L;
 /* The VM thread writes these; Go reads them (rv_read_stats). */
 typedef struct rv_stats {
     _Atomic uint64_t busy_ns, awake_since, lag_ns, running_since, running_stream, requests, fibers,
-        response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting;
+        response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting, hijacked;
 } rv_stats;
 extern rv_stats rv_stat;
 
@@ -215,6 +215,7 @@ void rv_hijack_deliver(rv_msg *m);
 void rv_hijack_respond(rv_stream *s, VALUE callable);
 void rv_hijack_run(rv_stream *s);
 void rv_hijack_returned(VALUE response, int state);
+void rv_hijack_count(void);
 
 /* ---- logging (rv_log.c) ---- */
 

@@ -154,6 +154,7 @@ static void tick_fired(rv_timer *t)
     atomic_store_explicit(&rv_stat.gc_count, rb_gc_count(), memory_order_relaxed);
     atomic_store_explicit(&rv_stat.heap_live_slots, rb_gc_stat(ID2SYM(rb_intern("heap_live_slots"))),
                           memory_order_relaxed);
+    rv_hijack_count();
     t->deadline = now + TICK_NS;
     rv_timer_add(&L->timers, t);
 }

@@ -147,7 +147,7 @@ type Stats struct {
 	BusyNS, AwakeSince, LagNS, RunningSince, RunningStream uint64
 	Requests, Fibers, ResponseBytes                        uint64
 	GCCount, GCTimeNS, HeapLiveSlots                       uint64
-	OffloadBusy, OffloadWaiting                            uint64
+	OffloadBusy, OffloadWaiting, Hijacked                  uint64
 }
 
 // ReadStats reads the VM's figures without stopping it.
@@ -160,6 +160,7 @@ func ReadStats() Stats {
 		Requests: uint64(s.requests), Fibers: uint64(s.fibers), ResponseBytes: uint64(s.response_bytes),
 		GCCount: uint64(s.gc_count), GCTimeNS: uint64(s.gc_time_ns), HeapLiveSlots: uint64(s.heap_live_slots),
 		OffloadBusy: uint64(s.offload_busy), OffloadWaiting: uint64(s.offload_waiting),
+		Hijacked: uint64(s.hijacked),
 	}
 }
 

@@ -32,6 +32,7 @@ typedef struct rv_vm_stats {
     uint64_t response_bytes;  /* response bytes sent to Go, not yet written */
     uint64_t gc_count, gc_time_ns, heap_live_slots;
     uint64_t offload_busy, offload_waiting;
+    uint64_t hijacked;        /* hijacked connections the app holds open */
 } rv_vm_stats;
 
 /* Go-facing API (rv_api.c). */

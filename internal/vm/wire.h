@@ -43,7 +43,7 @@ enum {
     RV_IN_STOP,        /* control: leave the loop and shut the VM down */
     RV_IN_UPSTREAM_REPLY, /* the outcome of upstream call aux: an upstream reply */
     RV_IN_INTERRUPT,   /* raise in request stream's fiber (0: every request); aux: RV_INTR_* */
-    RV_IN_HIJACKED,    /* the connection is the app's: aux is the descriptor of its end (the VM owns it); RV_FLAG_FAILED: it could not be handed over, payload says why */
+    RV_IN_HIJACKED,    /* the connection is the app's: aux is its descriptor (the VM owns it; RV_FLAG_TCP: the client's socket); RV_FLAG_FAILED: it could not be handed over, payload says why */
 };
 
 /* Message kinds, VM -> Go. */
@@ -80,7 +80,7 @@ enum {
 };
 enum {
     RV_FRAME_HEADER = 32,
-    RV_WORKER_STATS_COUNT = 14,
+    RV_WORKER_STATS_COUNT = 15,
     RV_FRAME_MAX = 1 << 30 /* a longer frame is a broken stream: the worker is replaced */
 };
 
@@ -92,7 +92,8 @@ enum {
     RV_FLAG_ERROR = 8,     /* in: the body or the write failed */
     RV_FLAG_TOO_LARGE = 16, /* in: the body went over the max body size */
     RV_FLAG_FAILED = 32,    /* in (upstream reply): the call failed; payload says why */
-    RV_FLAG_MALFORMED = 64  /* in (body end, cancel): the request body's framing is invalid */
+    RV_FLAG_MALFORMED = 64, /* in (body end, cancel): the request body's framing is invalid */
+    RV_FLAG_TCP = 128       /* in (hijacked): the descriptor is the client's TCP socket itself, not a pumped one */
 };
 
 /* Why a request is interrupted (RV_IN_INTERRUPT's aux, rv_interrupt.c). */

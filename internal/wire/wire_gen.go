@@ -25,7 +25,7 @@ const (
 	InUpstreamReply = 10
 	// raise in request stream's fiber (0: every request); aux: RV_INTR_*
 	InInterrupt = 11
-	// the connection is the app's: aux is the descriptor of its end (the VM owns it); RV_FLAG_FAILED: it could not be handed over, payload says why
+	// the connection is the app's: aux is its descriptor (the VM owns it; RV_FLAG_TCP: the client's socket); RV_FLAG_FAILED: it could not be handed over, payload says why
 	InHijacked = 12
 )
 
@@ -69,7 +69,7 @@ const (
 
 const (
 	FrameHeader      = 32
-	WorkerStatsCount = 14
+	WorkerStatsCount = 15
 	FrameMax         = 1073741824
 )
 
@@ -85,8 +85,10 @@ const (
 	// in: the body went over the max body size
 	FlagTooLarge = 16
 	// in (upstream reply): the call failed; payload says why
-	FlagFailed    = 32
+	FlagFailed = 32
+	// in (body end, cancel): the request body's framing is invalid
 	FlagMalformed = 64
+	FlagTcp       = 128
 )
 
 const (

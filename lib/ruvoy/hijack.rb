@@ -15,13 +15,26 @@ module Ruvoy
     Ruvoy._hijack(id)
   end
 
-  # The IO of the app's end of a hijacked connection (rv_hijack.c): a
-  # socket that Ruvoy's Go side pumps to and from the client, over TLS
-  # too; reads and writes wait in the Fiber scheduler. Closing it closes
-  # the client's connection.
-  def self._hijack_io(fd)
-    io = UNIXSocket.for_fd(fd)
+  # The hijacked connections apps hold, weakly: an IO the app drops is
+  # collected (and its descriptor closed) as usual.
+  HIJACKED = ObjectSpace::WeakMap.new
+
+  # The IO of a hijacked connection (rv_hijack.c): the client's own TCP
+  # socket, or (over TLS, and where bytes were read ahead) a socket that
+  # Ruvoy's Go side pumps to and from the client. Reads and writes wait in
+  # the Fiber scheduler. Closing it closes the client's connection.
+  def self._hijack_io(fd, tcp)
+    io = (tcp ? TCPSocket : UNIXSocket).for_fd(fd)
     io.sync = true
+    HIJACKED[io] = true
     io
+  end
+
+  # How many of them are open (the ruvoy_hijacked_connections gauge).
+  # (WeakMap#each_key makes no Enumerator on Ruby 3.1.)
+  def self._hijacked_count
+    open = 0
+    HIJACKED.each_key { |io| open += 1 unless io.closed? }
+    open
   end
 end
