@@ -72,7 +72,7 @@ func TestCoreEnvGet(t *testing.T) {
 		"rack.multithread":       true,
 		"rack.multiprocess":      false,
 		"rack.run_once":          false,
-		"rack.hijack?":           false,
+		"rack.hijack?":           true, // HTTP/1.1 without a body (docs/websockets.md)
 		"rack.errors":            true,
 		"rack.after_reply":       "Array",
 		"rack.response_finished": "Array",
@@ -94,6 +94,7 @@ func TestCoreEnvPost(t *testing.T) {
 		"HTTP_CONTENT_LENGTH": nil,
 		"input":               "a=1&b=%C3%A9",
 		"input_encoding":      "ASCII-8BIT",
+		"rack.hijack?":        false, // a body: its end is where the next request begins
 	})
 }
 
