@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,5 +408,40 @@ func TestHijackEarlyBytes(t *testing.T) {
 		}
 		equal(t, path, string(got), head+"earlylater")
 		echoRounds(t, c, r, 1)
+	}
+}
+
+// Full and partial hijack answer as Puma's do, byte for byte. (Puma 5.6
+// has no Rack 3 upgrades: after a 101 with a callable body, or with a
+// rack.hijack header, it reads the client's next bytes as HTTP.)
+func TestHijackMatchesPuma(t *testing.T) {
+	s := start(t, app("hijack.ru"))
+	abs, _ := filepath.Abs("apps")
+	reference := strings.TrimPrefix(puma(t, abs, "hijack.ru", nil), "http://")
+	for _, tc := range []struct{ request, send string }{
+		{"GET /partial HTTP/1.1\r\nHost: x\r\n\r\n", ""},
+		{"GET /full HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n", "hellobye!!"},
+	} {
+		var answers [2]string
+		for i, addr := range []string{s.addr, reference} {
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			io.WriteString(c, tc.request)
+			r := bufio.NewReader(c)
+			if tc.send != "" {
+				head := make([]byte, len(upgradeHead))
+				if _, err := io.ReadFull(r, head); err != nil {
+					t.Fatal(err)
+				}
+				answers[i] = string(head)
+				io.WriteString(c, tc.send)
+			}
+			rest, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers[i] += string(rest)
+		}
+		equal(t, strings.SplitN(tc.request, "\r\n", 2)[0]+": ruvoy against Puma", answers[0], answers[1])
 	}
 }

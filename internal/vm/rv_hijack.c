@@ -105,7 +105,6 @@ static VALUE hijack(VALUE self, VALUE id)
         rb_raise(rb_eIOError, "ruvoy: the response has begun: the connection can no longer be hijacked");
     VALUE io = take_connection(s, rv_msg_new(RV_OUT_HIJACK, s->id, 0, 0, 0));
     rb_hash_aset(s->env, k_hijack_io, io);
-    s->hijack_io = io;
     rv_stream_finish(s);
     rv_run_alone();
     return io;
