@@ -4,6 +4,10 @@
 class RoomsController < ApplicationController
   CLIENT = ActionCable::Engine.root.join("app", "assets", "javascripts", "action_cable.js")
 
+  # Rails refuses JavaScript to a <script> tag (GET, not XHR) lest another
+  # site read it; this script is public and the same for everyone.
+  skip_forgery_protection only: :client
+
   def show
     @room = params[:id].to_s
     head :not_found unless Room.valid_name?(@room)
