@@ -1,16 +1,20 @@
 package test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -296,6 +300,13 @@ func TestCableAsync(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
 	equal(t, "still serving", s.get(t, "/articles").status, 200)
+
+	// The page's script, from the actioncable gem, as a <script> tag asks
+	// for it (not XHR: Rails' cross-origin JavaScript check applies).
+	js := s.get(t, "/action_cable.js")
+	equal(t, "GET /action_cable.js", js.status, 200)
+	equal(t, "its type", js.header.Get("Content-Type"), "text/javascript")
+	mustContain(t, "/action_cable.js", js.body, "createConsumer")
 }
 
 // Origins: the page's own (the Host's) and those in CABLE_ALLOWED_ORIGINS
@@ -384,4 +395,161 @@ func TestCableWorkersPostgres(t *testing.T) {
 	eventually(t, 30*time.Second, "no hijacked connection left", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
+}
+
+// A page in headless Chromium, driven over the DevTools protocol: the
+// room's page loads Action Cable's client, subscribes, and shows a
+// broadcast POSTed from here and one sent from its own form.
+func TestCableChromium(t *testing.T) {
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (make setup-test installs it)")
+	}
+	s, admin := startCable(t, nil)
+	b := startChromium(t, bin)
+	b.open(s.url + "/rooms/lobby")
+	eventually(t, 60*time.Second, "the page is subscribed", func() bool {
+		return b.eval(`document.getElementById("status")?.textContent`) == "subscribed"
+	})
+	equal(t, "hijacked connections", metricValue(t, admin, "ruvoy_hijacked_connections"), "1")
+
+	shown := `JSON.stringify(Array.from(document.querySelectorAll("#messages li"), li => li.textContent))`
+	equal(t, "POST status", newPoster(t, s, "lobby").post(t, "lobby", trickyBody), 204)
+	eventually(t, 60*time.Second, "the page shows the broadcast", func() bool {
+		return b.eval(shown) == `["héllo <b>\"cable\"</b> & ☃"]`
+	})
+	b.eval(`document.getElementById("body").value = "sent from the page"; document.querySelector("#say button").click(); "sent"`)
+	eventually(t, 60*time.Second, "the page shows its own message", func() bool {
+		return b.eval(shown) == `["héllo <b>\"cable\"</b> & ☃","sent from the page"]`
+	})
+
+	b.closePage()
+	eventually(t, 30*time.Second, "no hijacked connection left", func() bool {
+		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
+	})
+}
+
+// chromium is a headless Chromium and a DevTools protocol session with
+// one page (flat sessions over the browser's WebSocket).
+type chromium struct {
+	t       testing.TB
+	ws      *websocket.Conn
+	nextID  int
+	target  string
+	session string
+}
+
+// startChromium runs headless Chromium with a throwaway profile and
+// connects to its DevTools endpoint, which it prints on stderr.
+func startChromium(t testing.TB, bin string) *chromium {
+	t.Helper()
+	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--remote-debugging-port=0", "--user-data-dir="+t.TempDir(), "about:blank")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &output{}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("chromium stderr:\n%s", logs)
+		}
+	})
+	endpoint := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "DevTools listening on "); ok {
+				endpoint <- u
+			}
+			fmt.Fprintln(logs, sc.Text())
+		}
+	}()
+	var u string
+	select {
+	case u = <-endpoint:
+	case <-time.After(60 * time.Second):
+		t.Fatal("chromium printed no DevTools endpoint within 60s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(16 << 20)
+	t.Cleanup(func() { ws.CloseNow() })
+	return &chromium{t: t, ws: ws}
+}
+
+// call sends a command (to the page's session once there is one) and
+// returns its result; events in between are skipped.
+func (b *chromium) call(method string, params map[string]any) map[string]any {
+	b.t.Helper()
+	b.nextID++
+	msg := map[string]any{"id": b.nextID, "method": method, "params": params}
+	if b.session != "" {
+		msg["sessionId"] = b.session
+	}
+	out, _ := json.Marshal(msg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := b.ws.Write(ctx, websocket.MessageText, out); err != nil {
+		b.t.Fatalf("%s: %v", method, err)
+	}
+	for {
+		_, in, err := b.ws.Read(ctx)
+		if err != nil {
+			b.t.Fatalf("%s: %v", method, err)
+		}
+		var res struct {
+			ID     int            `json:"id"`
+			Result map[string]any `json:"result"`
+			Error  map[string]any `json:"error"`
+		}
+		if err := json.Unmarshal(in, &res); err != nil {
+			b.t.Fatal(err)
+		}
+		if res.ID != b.nextID {
+			continue
+		}
+		if res.Error != nil {
+			b.t.Fatalf("%s: %v", method, res.Error)
+		}
+		return res.Result
+	}
+}
+
+// open opens url in a new page and attaches to it.
+func (b *chromium) open(url string) {
+	b.t.Helper()
+	b.target, _ = b.call("Target.createTarget", map[string]any{"url": url})["targetId"].(string)
+	b.session, _ = b.call("Target.attachToTarget", map[string]any{"targetId": b.target, "flatten": true})["sessionId"].(string)
+	if b.session == "" {
+		b.t.Fatal("no DevTools session for the page")
+	}
+}
+
+// eval evaluates a JavaScript expression in the page; its value as a
+// string ("" if it is not one).
+func (b *chromium) eval(expr string) string {
+	b.t.Helper()
+	r := b.call("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	if ex, ok := r["exceptionDetails"]; ok {
+		b.t.Fatalf("%s: %v", expr, ex)
+	}
+	v, _ := r["result"].(map[string]any)["value"].(string)
+	return v
+}
+
+func (b *chromium) closePage() {
+	b.t.Helper()
+	b.session = ""
+	b.call("Target.closeTarget", map[string]any{"targetId": b.target})
 }
