@@ -309,6 +309,22 @@ func TestCableAsync(t *testing.T) {
 	mustContain(t, "/action_cable.js", js.body, "createConsumer")
 }
 
+// Under Puma, the same app sends the same frames, byte for byte (the
+// welcome and the confirmation are checked as they come).
+func TestCableMatchesPuma(t *testing.T) {
+	ours, _ := startCable(t, nil)
+	dir, env := railsApp(t)
+	theirs := &server{t: t, url: puma(t, dir, "config.ru", env)}
+	theirs.addr = strings.TrimPrefix(theirs.url, "http://")
+	broadcast := func(s *server) string {
+		c := dialCable(t, s, s.url)
+		c.subscribe(lobby)
+		equal(t, "POST status", newPoster(t, s, "lobby").post(t, "lobby", trickyBody), 204)
+		return c.next()
+	}
+	equal(t, "broadcast", broadcast(ours), broadcast(theirs))
+}
+
 // Origins: the page's own (the Host's) and those in CABLE_ALLOWED_ORIGINS
 // are let in; any other is refused before the upgrade.
 func TestCableOrigins(t *testing.T) {
