@@ -424,20 +424,16 @@ func TestCableChromium(t *testing.T) {
 	s, admin := startCable(t, nil)
 	b := startChromium(t, bin)
 	b.open(s.url + "/rooms/lobby")
-	eventually(t, 60*time.Second, "the page is subscribed", func() bool {
-		return b.eval(`document.getElementById("status")?.textContent`) == "subscribed"
-	})
+	b.waitFor("the page is subscribed", `document.getElementById("status")?.textContent`, "subscribed")
 	equal(t, "hijacked connections", metricValue(t, admin, "ruvoy_hijacked_connections"), "1")
 
 	shown := `JSON.stringify(Array.from(document.querySelectorAll("#messages li"), li => li.textContent))`
 	equal(t, "POST status", newPoster(t, s, "lobby").post(t, "lobby", trickyBody), 204)
-	eventually(t, 60*time.Second, "the page shows the broadcast", func() bool {
-		return b.eval(shown) == `["héllo <b>\"cable\"</b> & ☃"]`
-	})
-	b.eval(`document.getElementById("body").value = "sent from the page"; document.querySelector("#say button").click(); "sent"`)
-	eventually(t, 60*time.Second, "the page shows its own message", func() bool {
-		return b.eval(shown) == `["héllo <b>\"cable\"</b> & ☃","sent from the page"]`
-	})
+	b.waitFor("the page shows the broadcast", shown, `["héllo <b>\"cable\"</b> & ☃"]`)
+	if _, err := b.eval(`document.getElementById("body").value = "sent from the page"; document.querySelector("#say button").click()`); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the page shows its own message", shown, `["héllo <b>\"cable\"</b> & ☃","sent from the page"]`)
 
 	b.closePage()
 	eventually(t, 30*time.Second, "no hijacked connection left", func() bool {
@@ -505,8 +501,8 @@ func startChromium(t testing.TB, bin string) *chromium {
 }
 
 // call sends a command (to the page's session once there is one) and
-// returns its result; events in between are skipped.
-func (b *chromium) call(method string, params map[string]any) map[string]any {
+// returns its result or its error; events in between are skipped.
+func (b *chromium) call(method string, params map[string]any) (map[string]any, error) {
 	b.t.Helper()
 	b.nextID++
 	msg := map[string]any{"id": b.nextID, "method": method, "params": params}
@@ -536,36 +532,66 @@ func (b *chromium) call(method string, params map[string]any) map[string]any {
 			continue
 		}
 		if res.Error != nil {
-			b.t.Fatalf("%s: %v", method, res.Error)
+			return nil, fmt.Errorf("%s: %v", method, res.Error)
 		}
-		return res.Result
+		return res.Result, nil
 	}
+}
+
+func (b *chromium) mustCall(method string, params map[string]any) map[string]any {
+	b.t.Helper()
+	r, err := b.call(method, params)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return r
 }
 
 // open opens url in a new page and attaches to it.
 func (b *chromium) open(url string) {
 	b.t.Helper()
-	b.target, _ = b.call("Target.createTarget", map[string]any{"url": url})["targetId"].(string)
-	b.session, _ = b.call("Target.attachToTarget", map[string]any{"targetId": b.target, "flatten": true})["sessionId"].(string)
+	b.target, _ = b.mustCall("Target.createTarget", map[string]any{"url": url})["targetId"].(string)
+	b.session, _ = b.mustCall("Target.attachToTarget", map[string]any{"targetId": b.target, "flatten": true})["sessionId"].(string)
 	if b.session == "" {
 		b.t.Fatal("no DevTools session for the page")
 	}
 }
 
 // eval evaluates a JavaScript expression in the page; its value as a
-// string ("" if it is not one).
-func (b *chromium) eval(expr string) string {
+// string ("" if it is not one). It fails while the page is still being
+// navigated to (no context), so polls ignore its errors.
+func (b *chromium) eval(expr string) (string, error) {
 	b.t.Helper()
-	r := b.call("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	r, err := b.call("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	if err != nil {
+		return "", err
+	}
 	if ex, ok := r["exceptionDetails"]; ok {
-		b.t.Fatalf("%s: %v", expr, ex)
+		return "", fmt.Errorf("%s: %v", expr, ex)
 	}
 	v, _ := r["result"].(map[string]any)["value"].(string)
-	return v
+	return v, nil
+}
+
+// waitFor evaluates expr until its value is want (60 s at most: the page
+// loads, connects and subscribes on a busy machine).
+func (b *chromium) waitFor(what, expr, want string) {
+	b.t.Helper()
+	var got string
+	var err error
+	defer func() {
+		if b.t.Failed() {
+			b.t.Logf("%s was last %q (%v)", expr, got, err)
+		}
+	}()
+	eventually(b.t, 60*time.Second, what, func() bool {
+		got, err = b.eval(expr)
+		return got == want
+	})
 }
 
 func (b *chromium) closePage() {
 	b.t.Helper()
 	b.session = ""
-	b.call("Target.closeTarget", map[string]any{"targetId": b.target})
+	b.mustCall("Target.closeTarget", map[string]any{"targetId": b.target})
 }
