@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -241,13 +243,23 @@ func (p *poster) post(t testing.TB, room, body string) int {
 }
 
 // startCable serves examples/rails (production) with the admin API and
-// returns the server and the admin URL.
-func startCable(t *testing.T, env []string, args ...string) (*server, string) {
+// returns the server, the admin URL and the app's directory.
+func startCable(t *testing.T, env []string, args ...string) (*server, string, string) {
 	t.Helper()
 	dir, env := railsApp(t, append([]string{"RUVOY_TEST_PROBES=1"}, env...)...)
 	adminPort := freePort(t)
 	s := startRails(t, dir, env, append([]string{"--admin-port", adminPort}, args...)...)
-	return s, "http://127.0.0.1:" + adminPort
+	return s, "http://127.0.0.1:" + adminPort, dir
+}
+
+// cableFinished counts the WebSocket connections Action Cable saw end, in
+// the app's log.
+func cableFinished(t testing.TB, dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "log", "production.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), `Finished "/cable/" [WebSocket]`)
 }
 
 // One process, the async adapter: subscribers to a room get each
@@ -255,7 +267,7 @@ func startCable(t *testing.T, env []string, args ...string) (*server, string) {
 // that vanishes leaves the others served; once all close, no hijacked
 // connection is left.
 func TestCableAsync(t *testing.T) {
-	s, admin := startCable(t, nil)
+	s, admin, dir := startCable(t, nil)
 	a, b := dialCable(t, s, s.url), dialCable(t, s, s.url)
 	a.subscribe(lobby)
 	b.subscribe(lobby)
@@ -275,6 +287,9 @@ func TestCableAsync(t *testing.T) {
 	gone.reset()
 	eventually(t, 30*time.Second, "the vanished subscriber's connection ends", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "3"
+	})
+	eventually(t, 30*time.Second, "Action Cable drops the vanished subscriber", func() bool {
+		return cableFinished(t, dir) == 1
 	})
 	for i := 0; i < 5; i++ {
 		body := fmt.Sprintf("after the reset %d", i)
@@ -299,6 +314,9 @@ func TestCableAsync(t *testing.T) {
 	eventually(t, 30*time.Second, "no hijacked connection left", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
+	eventually(t, 30*time.Second, "Action Cable saw every connection end", func() bool {
+		return cableFinished(t, dir) == 4
+	})
 	equal(t, "still serving", s.get(t, "/articles").status, 200)
 
 	// The page's script, from the actioncable gem, as a <script> tag asks
@@ -312,7 +330,7 @@ func TestCableAsync(t *testing.T) {
 // Under Puma, the same app sends the same frames, byte for byte (the
 // welcome and the confirmation are checked as they come).
 func TestCableMatchesPuma(t *testing.T) {
-	ours, _ := startCable(t, nil)
+	ours, _, _ := startCable(t, nil)
 	dir, env := railsApp(t)
 	theirs := &server{t: t, url: puma(t, dir, "config.ru", env)}
 	theirs.addr = strings.TrimPrefix(theirs.url, "http://")
@@ -328,7 +346,7 @@ func TestCableMatchesPuma(t *testing.T) {
 // Origins: the page's own (the Host's) and those in CABLE_ALLOWED_ORIGINS
 // are let in; any other is refused before the upgrade.
 func TestCableOrigins(t *testing.T) {
-	s, _ := startCable(t, []string{"CABLE_ALLOWED_ORIGINS=http://app.example, https://app.example"})
+	s, _, _ := startCable(t, []string{"CABLE_ALLOWED_ORIGINS=http://app.example, https://app.example"})
 	dialCable(t, s, s.url).subscribe(lobby)
 	dialCable(t, s, "https://app.example").subscribe(lobby)
 	for _, origin := range []string{"http://evil.example", "http://localhost:1", "null"} {
@@ -347,7 +365,7 @@ func TestCableOrigins(t *testing.T) {
 // adapter, half of them would get nothing.
 func TestCableWorkersPostgres(t *testing.T) {
 	db := startPostgres(t, "cable")
-	s, admin := startCable(t, []string{"DATABASE_URL=" + db, "CABLE_ADAPTER=postgresql"}, "-w", "2")
+	s, admin, dir := startCable(t, []string{"DATABASE_URL=" + db, "CABLE_ADAPTER=postgresql"}, "-w", "2")
 	var subs []*cableClient
 	pids := map[string]int{}
 	for len(subs) < 6 || len(pids) < 2 {
@@ -411,6 +429,9 @@ func TestCableWorkersPostgres(t *testing.T) {
 	eventually(t, 30*time.Second, "no hijacked connection left", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
+	eventually(t, 30*time.Second, "the workers' Action Cable saw every connection end", func() bool {
+		return cableFinished(t, dir) == len(subs)+1
+	})
 }
 
 // A page in headless Chromium, driven over the DevTools protocol: the
@@ -421,7 +442,7 @@ func TestCableChromium(t *testing.T) {
 	if err != nil {
 		t.Skip("chromium is not installed (make setup-test installs it)")
 	}
-	s, admin := startCable(t, nil)
+	s, admin, _ := startCable(t, nil)
 	b := startChromium(t, bin)
 	b.open(s.url + "/rooms/lobby")
 	b.waitFor("the page is subscribed", `document.getElementById("status")?.textContent`, "subscribed")
