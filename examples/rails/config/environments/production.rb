@@ -41,6 +41,11 @@ Rails.application.configure do
   # Prepend all log lines with the following tags.
   config.log_tags = [ :request_id ]
 
+  # Action Cable accepts WebSocket connections from pages of the same
+  # origin as the request's Host, and from the origins listed in
+  # CABLE_ALLOWED_ORIGINS (comma-separated, e.g. https://blog.example).
+  config.action_cable.allowed_request_origins = ENV.fetch("CABLE_ALLOWED_ORIGINS", "").split(",").map(&:strip)
+
   # Use a different cache store in production.
   # config.cache_store = :mem_cache_store
 
