@@ -275,7 +275,9 @@ func TestCableAsync(t *testing.T) {
 	other.subscribe(`{"channel":"RoomChannel","room":"other"}`)
 	gone := dialCable(t, s, s.url)
 	gone.subscribe(lobby)
-	equal(t, "hijacked connections", metricValue(t, admin, "ruvoy_hijacked_connections"), "4")
+	eventually(t, 10*time.Second, "the gauge counts the connections", func() bool { // counted every 250 ms
+		return metricValue(t, admin, "ruvoy_hijacked_connections") == "4"
+	})
 
 	p := newPoster(t, s, "lobby")
 	equal(t, "POST status", p.post(t, "lobby", trickyBody), 204)
@@ -446,7 +448,9 @@ func TestCableChromium(t *testing.T) {
 	b := startChromium(t, bin)
 	b.open(s.url + "/rooms/lobby")
 	b.waitFor("the page is subscribed", `document.getElementById("status")?.textContent`, "subscribed")
-	equal(t, "hijacked connections", metricValue(t, admin, "ruvoy_hijacked_connections"), "1")
+	eventually(t, 10*time.Second, "the gauge counts the connections", func() bool { // counted every 250 ms
+		return metricValue(t, admin, "ruvoy_hijacked_connections") == "1"
+	})
 
 	shown := `JSON.stringify(Array.from(document.querySelectorAll("#messages li"), li => li.textContent))`
 	equal(t, "POST status", newPoster(t, s, "lobby").post(t, "lobby", trickyBody), 204)
