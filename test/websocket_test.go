@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -338,7 +339,7 @@ func TestWebSocketRefused(t *testing.T) {
 	equal(t, "nothing hijacked", metricValue(t, admin, "ruvoy_hijacked_connections"), "0")
 }
 
-// Pings are answered (pong with the same payload); a close the server
+// Pings are answered both ways (a pong with the ping's payload); a close the server
 // starts reaches the client with its code and reason; a close the client
 // starts is answered, and the app sees its code.
 func TestWebSocketPingAndClose(t *testing.T) {
@@ -374,6 +375,13 @@ func TestWebSocketPingAndClose(t *testing.T) {
 
 	c = wsDial(t, url)
 	echoAll(t, c, []wsMessage{{websocket.MessageText, []byte("bye")}})
+	// The client answers the server's ping as it reads.
+	if err := c.Write(ctx, websocket.MessageText, []byte("ping-me")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := c.Read(ctx); err != nil || string(b) != "pong seen" {
+		t.Fatalf("after the server's ping: %q, %v", b, err)
+	}
 	if err := c.Close(websocket.StatusGoingAway, "leaving"); err != nil {
 		t.Fatalf("the client's close was not answered: %v", err)
 	}
@@ -384,4 +392,24 @@ func TestWebSocketPingAndClose(t *testing.T) {
 	eventually(t, 10*time.Second, "no hijacked connection left", func() bool {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
+}
+
+// Over TLS (wss://) the same messages come back the same: Go keeps the
+// TLS state and pumps plaintext to faye.
+func TestWebSocketTLS(t *testing.T) {
+	certs := makeCerts(t)
+	s := start(t, "--tls-cert", certs.serverCert, "--tls-key", certs.serverKey, app("faye.ru"))
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: certs.pool, ServerName: "localhost", NextProtos: []string{"http/1.1"},
+	}}}
+	c, res, err := websocket.Dial(wsCtx(t), "wss://"+s.addr+"/echo", &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(4 << 20)
+	echoAll(t, c, echoMessages())
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatalf("close: %v", err)
+	}
 }

@@ -9,7 +9,8 @@ STATS = Hash.new(0)
 
 # Echoes every message as it came: text as text, binary as binary (faye
 # gives binary data as an Array of bytes, and sends an Array as binary).
-# "close-me" asks the server to close, with code 4000.
+# "close-me" asks the server to close, with code 4000; "ping-me" to send a
+# ping, and "pong seen" once the client's pong came back.
 ECHO = lambda do |env|
   ws = Faye::WebSocket.new(env)
   ws.on(:open) { STATS["open"] += 1 }
@@ -17,6 +18,8 @@ ECHO = lambda do |env|
     STATS["messages"] += 1
     if e.data == "close-me"
       ws.close(4000, "asked to")
+    elsif e.data == "ping-me"
+      ws.ping("from the server") { ws.send("pong seen") }
     else
       ws.send(e.data)
     end
