@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -71,45 +72,62 @@ func (rs *responder) takeConnection(head []byte, status int) (int, uint32, error
 		pending = append(pending, b...)
 	}
 	pending = append(pending, handOver(conn)...)
+
+	// The descriptor first, the head after: if there is none to be had
+	// (EMFILE), nothing went out yet and the client gets 503.
+	t := tcpConn(conn)
+	direct := t != nil && !overTLS(conn) && len(pending) == 0
+	var fd int
+	var h *hijacked
+	if direct {
+		fd, err = copySocket(t)
+	} else {
+		h, fd, err = rs.rt.newPump(conn)
+	}
+	if err != nil {
+		io.WriteString(conn, handOverFailed)
+		conn.Close()
+		return -1, 0, err
+	}
 	if head != nil {
 		if err := writeRawHead(brw.Writer, head, status); err != nil {
+			syscall.Close(fd)
+			if h != nil {
+				h.close()
+			}
 			conn.Close()
 			return -1, 0, err
 		}
 	}
-	if t := tcpConn(conn); t != nil && !overTLS(conn) && len(pending) == 0 {
-		fd, err := handDirectly(conn, t)
-		return fd, wire.FlagTcp, err
+	if direct {
+		conn.Close() // the socket stays open through the copy
+		return fd, wire.FlagTcp, nil
 	}
-	fd, err := rs.rt.pumpTo(conn, pending)
-	return fd, 0, err
+	h.run(pending)
+	return fd, 0, nil
 }
 
-// handDirectly gives the app the client's own socket (cleartext, nothing
-// read ahead): a copy of its descriptor, after which the server's
-// connection is closed (its wrappers' counts with it) while the socket
-// stays open through the copy. It costs nothing after that.
-func handDirectly(conn net.Conn, t *net.TCPConn) (int, error) {
+// handOverFailed is the answer when the connection could not be handed
+// over: the app hears why (an IOError), the client gets this.
+const handOverFailed = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 20\r\nConnection: close\r\n\r\nService Unavailable\n"
+
+// copySocket copies the client's socket's descriptor (cleartext, nothing
+// read ahead) for the app, which then reads and writes it itself: once
+// the server's connection is closed (its wrappers' counts with it), the
+// socket lives on through the copy and costs Go nothing. It stays
+// non-blocking: the flag belongs to the socket, which Go set.
+func copySocket(t *net.TCPConn) (int, error) {
 	raw, err := t.SyscallConn()
 	if err != nil {
-		conn.Close()
 		return -1, err
 	}
 	fd := -1
-	cerr := raw.Control(func(s uintptr) {
+	if cerr := raw.Control(func(s uintptr) {
 		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
-	})
-	conn.Close()
-	if cerr != nil {
+	}); cerr != nil {
 		err = cerr
 	}
-	if err != nil {
-		if fd >= 0 {
-			syscall.Close(fd)
-		}
-		return -1, err
-	}
-	return fd, nil // non-blocking: the flag belongs to the socket, which Go set
+	return fd, err
 }
 
 // writeRawHead writes a response head (wire.h) as HTTP/1.1, as the app

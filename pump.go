@@ -24,37 +24,35 @@ type hijacked struct {
 	once   sync.Once
 }
 
-// pumpTo makes a socket pair, pumps between conn and one end (pending
-// first to the app), and returns the other end's descriptor.
-func (rt *Runtime) pumpTo(conn net.Conn, pending []byte) (int, error) {
+// newPump makes a socket pair for conn: the pump (run starts it) and the
+// descriptor of the app's end.
+func (rt *Runtime) newPump(conn net.Conn) (*hijacked, int, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		conn.Close()
-		return -1, err
+		return nil, -1, err
 	}
 	f := os.NewFile(uintptr(fds[0]), "ruvoy-hijacked")
 	c, err := net.FileConn(f) // a copy of the descriptor, in Go's poller
 	f.Close()
+	if err == nil {
+		err = syscall.SetNonblock(fds[1], true) // the app's reads wait in the Fiber scheduler
+		if err != nil {
+			c.Close()
+		}
+	}
 	if err != nil {
 		syscall.Close(fds[1])
-		conn.Close()
-		return -1, err
-	}
-	if err := syscall.SetNonblock(fds[1], true); err != nil { // the app's reads wait in the Fiber scheduler
-		c.Close()
-		syscall.Close(fds[1])
-		conn.Close()
-		return -1, err
+		return nil, -1, err
 	}
 	h := &hijacked{rt: rt, client: conn, app: c.(*net.UnixConn)}
 	if t := tcpConn(conn); t != nil && !overTLS(conn) {
 		h.raw, _ = t.SyscallConn()
 	}
 	rt.track(h)
-	h.run(pending)
-	return fds[1], nil
+	return h, fds[1], nil
 }
 
+// run pumps both ways, pending first to the app.
 func (h *hijacked) run(pending []byte) {
 	go func() {
 		err := h.toApp(pending)

@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The connections apps take over (rack.hijack, Rack 3 upgrades), with the
@@ -443,5 +446,45 @@ func TestHijackMatchesPuma(t *testing.T) {
 			answers[i] += string(rest)
 		}
 		equal(t, strings.SplitN(tc.request, "\r\n", 2)[0]+": ruvoy against Puma", answers[0], answers[1])
+	}
+}
+
+// Out of descriptors (EMFILE): a connection that cannot be handed over
+// gets 503 before anything else went out, the app hears why, and the
+// server goes on once descriptors are free again.
+func TestHijackOutOfDescriptors(t *testing.T) {
+	for _, path := range []string{"/full", "/upgrade"} {
+		s := start(t, app("hijack.ru"))
+		limit := uint64(openFDs(t, s) + 20)
+		if err := unix.Prlimit(s.cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
+			t.Skipf("cannot lower the server's descriptor limit: %v", err)
+		}
+		var held []net.Conn
+		refused := ""
+		for i := 0; i < 40 && refused == ""; i++ {
+			c := dial(t, s.addr)
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n", path)
+			got := make([]byte, len(upgradeRoutes[path]))
+			n, err := io.ReadFull(c, got)
+			switch {
+			case string(got) == upgradeRoutes[path]:
+				held = append(held, c)
+			case err != nil && n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+				t.Fatalf("%s: connection %d was not accepted (the listener is out of descriptors first)", path, i)
+			default:
+				rest, _ := io.ReadAll(c)
+				refused = string(got[:n]) + string(rest)
+			}
+		}
+		equal(t, path+": the answer once out of descriptors", refused,
+			"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 20\r\nConnection: close\r\n\r\nService Unavailable\n")
+		s.waitStderr(t, "could not be handed over: too many open files", 1)
+		for _, c := range held {
+			c.Close()
+		}
+		// (the limit stays: the closed connections make room)
+		c := dial(t, s.addr)
+		echoRounds(t, c, openUpgrade(t, c, path), 3)
 	}
 }

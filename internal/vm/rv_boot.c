@@ -93,6 +93,22 @@ static int boot_ruby_side(void)
     return 1;
 }
 
+static VALUE call_before_cleanup(VALUE unused)
+{
+    (void)unused;
+    return rb_funcall(rv_mRuvoy, rb_intern("_before_cleanup"), 0);
+}
+
+/* Ruby code that must run before ruby_cleanup kills the app's threads
+ * (lib/ruvoy/hijack.rb). */
+static void before_cleanup(void)
+{
+    int state = 0;
+    rb_protect(call_before_cleanup, Qnil, &state);
+    if (state)
+        rb_set_errinfo(Qnil);
+}
+
 static void *vm_main(void *arg)
 {
     (void)arg;
@@ -133,6 +149,7 @@ static void *vm_main(void *arg)
         if (boot_ruby_side()) {
             boot_done(1, NULL);
             rv_loop_run();
+            before_cleanup();
         }
         exit_status = ruby_cleanup(0);
     }

@@ -30,6 +30,17 @@ module Ruvoy
     io
   end
 
+  # Before the VM is cleaned up (rv_boot.c): EventMachine, the reactor
+  # faye-websocket runs in a thread, crashed once in its release_machine
+  # ([BUG] Segmentation fault) when Ruby killed that thread in mid-loop at
+  # exit; it is stopped first and given a moment to end.
+  def self._before_cleanup
+    return unless defined?(EventMachine) && EventMachine.reactor_running?
+
+    EventMachine.stop_event_loop
+    EventMachine.reactor_thread&.join(2)
+  end
+
   # How many of them are open (the ruvoy_hijacked_connections gauge).
   # (WeakMap#each_key makes no Enumerator on Ruby 3.1.)
   def self._hijacked_count
