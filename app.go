@@ -47,6 +47,9 @@ type AppOptions struct {
 	// Workers, when above 0, runs the app in that many worker processes
 	// (cluster mode, pool.go) instead of this process's VM.
 	Workers int
+	// OnWorker, in cluster mode, hears which worker (its slot) serves r:
+	// Caddy's access log names it.
+	OnWorker func(r *http.Request, slot int)
 	// WorkerMaxRSS replaces a worker whose resident memory grows past it
 	// (bytes; 0: never), once its requests have ended.
 	WorkerMaxRSS int64
@@ -160,6 +163,9 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l, ok := a.link()
+	if w, isWorker := l.(*worker); isWorker && w != nil && a.opts.OnWorker != nil {
+		a.opts.OnWorker(r, w.slot)
+	}
 	if !ok {
 		release()
 		if hasBody {

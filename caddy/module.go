@@ -194,6 +194,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		SendfileDirs:         h.SendfileDirs,
 		Workers:              h.Workers,
 		WorkerMaxRSS:         h.WorkerMaxRSSBytes,
+		OnWorker:             logWorker,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
 		return err
@@ -361,6 +362,13 @@ func scriptName(r *http.Request) string {
 		return ""
 	}
 	return full[:len(full)-len(rest)]
+}
+
+// logWorker adds the worker that serves r to its access log entry.
+func logWorker(r *http.Request, slot int) {
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Set(zap.Int("worker", slot))
+	}
 }
 
 // remoteUser is the user Caddy's authentication (basic_auth) let in.

@@ -461,3 +461,19 @@ func TestClusterFlags(t *testing.T) {
 	equal(t, "exit status of WEB_CONCURRENCY=x", code, 2)
 	mustContain(t, "WEB_CONCURRENCY=x", out, `WEB_CONCURRENCY: want a number`)
 }
+
+// In cluster mode each access log entry names the worker that served the
+// request; with several requests at once both workers appear.
+func TestClusterAccessLogNamesWorker(t *testing.T) {
+	s := start(t, "-w", "2", "--access-log", app("cluster.ru"))
+	eventually(t, 30*time.Second, "both workers in the access log", func() bool {
+		s.pids(t, 20)
+		log := s.stdout.String()
+		return strings.Contains(log, `"uri":"/pid"`) && strings.Contains(log, `"worker":0`) && strings.Contains(log, `"worker":1`)
+	})
+	for _, line := range strings.Split(s.stdout.String(), "\n") {
+		if strings.Contains(line, `"uri":"/pid"`) && !strings.Contains(line, `"worker":`) {
+			t.Fatalf("an entry without its worker: %s", line)
+		}
+	}
+}
