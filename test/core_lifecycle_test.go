@@ -164,6 +164,9 @@ func TestCoreReloadKeepsOldAppForItsRequests(t *testing.T) {
 		}
 	}))
 	defer auth.Close()
+	var releaseOnce sync.Once
+	// On a failure the held check must end first, or auth.Close waits for it.
+	defer releaseOnce.Do(func() { close(release) })
 
 	port, adminPort := freePort(t), freePort(t)
 	rackup, _ := filepath.Abs(app("reload_v1.ru"))
@@ -191,16 +194,22 @@ http://127.0.0.1:%s {
 	<-arrived
 
 	reloadToV2(t, "http://127.0.0.1:"+adminPort)
-	equal(t, "after the reload", s.get(t, "/").body, "v2")
+	// On a new connection: a keep-alive one from before may still be the
+	// old server's, which serves what it reads with the old app.
+	fresh := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	equal(t, "after the reload", statusAndBodyWith(fresh, s.url+"/"), "200 v2")
 
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	equal(t, "the request the old server read", <-held, "200 v1")
 }
 
 // statusAndBody GETs url and says "STATUS BODY", or the error; it calls no
 // t method, so goroutines may use it.
-func statusAndBody(url string) string {
-	res, err := client.Get(url)
+func statusAndBody(url string) string { return statusAndBodyWith(client, url) }
+
+// statusAndBodyWith is statusAndBody with client c.
+func statusAndBodyWith(c *http.Client, url string) string {
+	res, err := c.Get(url)
 	if err != nil {
 		return err.Error()
 	}
