@@ -29,6 +29,7 @@ type counters struct {
 	bodyHeld                                             atomic.Int64
 	orphans                                              atomic.Int64
 	stalls                                               atomic.Int64
+	direct                                               atomic.Int64 // requests whose handler waited on its own thread
 }
 
 func newAdmission(max int, queueTimeout time.Duration, budget int64, c *counters) *admission {

@@ -72,6 +72,7 @@ type App struct {
 	pool         *pool // cluster mode: the workers it runs in; nil: this process's VM
 
 	inflight atomic.Int64 // requests inside ServeHTTP
+	lone     atomic.Int32 // requests in a row that arrived to find no other in flight
 	draining atomic.Bool  // closed for unloadDelay: unload once idle
 	unloaded atomic.Bool
 }
@@ -147,7 +148,7 @@ func (a *App) requestDone() {
 var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a.inflight.Add(1)
+	alone := a.arrive()
 	defer a.requestDone()
 	// Caddy names itself; ruvoy sends no Server header unless the app does.
 	delete(w.Header(), "Server")
@@ -216,10 +217,17 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
 		return
 	}
+	direct := claimDirect(l, id, hasBody, alone)
+	if direct >= 0 {
+		a.rt.counters.direct.Add(1)
+	}
 	started := l.start(id, a.id, head)
 	*bufp = head[:0]
 	headPool.Put(bufp)
 	if !started {
+		if direct >= 0 {
+			a.rt.releaseDirect(direct)
+		}
 		a.rt.streams.detach(st)
 		a.rt.streams.unref(st) // the VM never saw it
 		noWorker(w, r)
@@ -236,15 +244,19 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
 		rs.pump = startPump(st, l, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, a.admit.body, rs.rc)
 	}
-	a.serve(r, rs, st, l, id, conn, release)
+	a.serve(r, rs, st, l, id, conn, release, direct)
 }
 
 // serve writes what the VM sends until the response ends or the client
-// goes away.
-func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uint64, conn *connInfo, release func()) {
+// goes away. With a direct slot (>= 0) it first waits for the VM's messages
+// on its own thread (direct.go).
+func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uint64, conn *connInfo, release func(), direct int) {
 	var cancel uint32  // the VM is told to give up: 0, or wire.FlagError / wire.FlagMalformed
 	closeConn := false // HTTP/1: end the connection after the response
 	defer func() {
+		if direct >= 0 {
+			a.rt.releaseDirect(direct)
+		}
 		if rs.pump != nil {
 			rs.pump.finish()
 		}
@@ -276,6 +288,12 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 	}
 	for {
 		m := st.take()
+		if m == nil && direct >= 0 {
+			if !a.rt.waitDirect(direct) {
+				direct = -1
+			}
+			continue
+		}
 		if m == nil {
 			select {
 			case <-st.notify:

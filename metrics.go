@@ -115,6 +115,8 @@ var (
 	metrics      = []metric{
 		{desc("requests_admitted_total", "Requests admitted to Ruby."), prometheus.CounterValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.admitted.Load()) }},
+		{desc("requests_direct_total", "Requests whose handler waited for the VM's answer on its own thread, as it does when requests come one at a time."), prometheus.CounterValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.direct.Load()) }},
 		{desc("requests_in_flight", "Requests holding a place in Ruby (their client may have left)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.streams.inUse()) }},
 		{desc("requests_orphaned", "Requests whose client left (reset, closed) while Ruby still unwinds them; they hold no place."), prometheus.GaugeValue,

@@ -63,7 +63,7 @@ static VALUE take_connection(rv_stream *s, rv_msg *m)
     rv_waiter_init(&t.w, RV_WAIT_OTHER);
     s->hijack_waiter = &t.w;
     s->head_sent = 1; /* nothing else goes out for this response */
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
     int state = 0;
     rb_protect(take_wait, (VALUE)&t, &state);
     take_done((VALUE)&t);

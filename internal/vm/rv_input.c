@@ -20,7 +20,7 @@ VALUE rv_input_read_chunk(rv_stream *s)
             VALUE chunk = rb_str_new(m->data, (long)m->len);
             /* Once the body's end has come, Go reads no more: no credit. */
             if (s->in_state == RV_BODY_OPEN)
-                rv_inbox_push(&rv_to_go, rv_msg_new(RV_OUT_CREDIT, s->id, 0, m->len, 0));
+                rv_to_go_push(rv_msg_new(RV_OUT_CREDIT, s->id, 0, m->len, 0));
             rv_msg_free(m);
             return chunk;
         }

@@ -32,6 +32,10 @@ void rv_inbox_drain_fd(rv_inbox *q);
 
 extern rv_inbox rv_to_vm, rv_to_go;
 
+/* A message for Go: to the direct slot of its request, or rv_to_go
+ * (rv_direct.c). */
+void rv_to_go_push(rv_msg *m);
+
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 
 typedef struct rv_timer rv_timer;

@@ -17,7 +17,7 @@ void rv_log(int level, const char *msg, int nfields, const char *const *fields)
         rv_buf_put_str(&b, fields[i], strlen(fields[i]));
     rv_msg *m = rv_buf_finish(&b);
     m->flags = (uint32_t)level;
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
 }
 
 static VALUE error_fields(VALUE exc)
@@ -48,12 +48,12 @@ void rv_log_exception(rv_stream *s, const char *what, VALUE exc)
     }
     rv_msg *m = rv_buf_finish(&b);
     m->flags = RV_LOG_ERROR;
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
 }
 
 void rv_send_reply(uint64_t result, const char *text, size_t len)
 {
     rv_msg *m = rv_msg_new(RV_OUT_REPLY, 0, 0, result, len);
     memcpy(m->data, text, len);
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
 }

@@ -33,13 +33,13 @@ void rv_request_start(rv_msg *m)
     uint32_t slot = RV_SLOT(m->stream);
     if (slot >= L->nstreams || L->streams[slot]) {
         rv_log(RV_LOG_ERROR, "ruvoy bug: a request arrived for a slot in use", 0, NULL);
-        rv_inbox_push(&rv_to_go, rv_msg_new(RV_OUT_RESET, m->stream, RV_FLAG_END | RV_FLAG_FINAL, 0, 0));
+        rv_to_go_push(rv_msg_new(RV_OUT_RESET, m->stream, RV_FLAG_END | RV_FLAG_FINAL, 0, 0));
         rv_msg_free(m);
         return;
     }
     if (atomic_load_explicit(&L->cancelled[slot], memory_order_relaxed) == m->stream) {
         /* Its client left while it waited in the inbox: no Ruby work. */
-        rv_inbox_push(&rv_to_go, rv_msg_new(RV_OUT_RESET, m->stream, RV_FLAG_END | RV_FLAG_FINAL, 0, 0));
+        rv_to_go_push(rv_msg_new(RV_OUT_RESET, m->stream, RV_FLAG_END | RV_FLAG_FINAL, 0, 0));
         rv_msg_free(m);
         return;
     }

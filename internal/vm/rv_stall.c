@@ -61,7 +61,7 @@ static void stall_job(void *data)
         rv_buf_put_str(&b, f[i], strlen(f[i]));
     rv_msg *m = rv_buf_finish(&b);
     m->flags = RV_LOG_WARN;
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
     RB_GC_GUARD(lines);
     RB_GC_GUARD(bt);
 }

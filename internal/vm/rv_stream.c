@@ -31,7 +31,7 @@ void rv_stream_push(rv_stream *s, rv_msg *m)
     }
     if (m->kind == RV_OUT_HEAD || m->kind == RV_OUT_FILE)
         s->head_sent = 1;
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
 }
 
 /* Pushes the response message under construction; its body bytes now count

@@ -41,7 +41,7 @@ static VALUE call_done(VALUE arg)
     st_data_t key = (st_data_t)c->id;
     st_delete(L->calls, &key, NULL);
     if (!c->w.reply) /* the caller stopped waiting: Go can drop the call */
-        rv_inbox_push(&rv_to_go, rv_msg_new(RV_OUT_UPSTREAM_CANCEL, c->stream, 0, c->id, 0));
+        rv_to_go_push(rv_msg_new(RV_OUT_UPSTREAM_CANCEL, c->stream, 0, c->id, 0));
     return Qnil;
 }
 
@@ -126,7 +126,7 @@ static VALUE upstream_call(VALUE self, VALUE id, VALUE cluster, VALUE method, VA
     m->aux = c.id;
 
     st_insert(L->calls, (st_data_t)c.id, (st_data_t)&c.w);
-    rv_inbox_push(&rv_to_go, m);
+    rv_to_go_push(m);
     rb_ensure(call_wait, (VALUE)&c, call_done, (VALUE)&c);
     return rb_ensure(decode_reply, (VALUE)c.w.reply, free_reply, (VALUE)c.w.reply);
 }

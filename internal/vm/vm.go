@@ -18,6 +18,7 @@ import "C"
 import (
 	"errors"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -172,3 +173,22 @@ func RubyPlatform() string { return C.GoString(C.rv_ruby_platform()) }
 
 // BuiltABI is the Ruby ABI this binary was compiled for: "3.1.0 x86_64-linux-gnu".
 func BuiltABI() string { return C.GoString(C.rv_built_abi()) }
+
+// DirectLimit sets how many handlers may wait for their own answer at once
+// (DirectClaim); 0 turns it off.
+func DirectLimit(n int) { C.rv_direct_limit(C.int(n)) }
+
+// DirectClaim reserves a direct slot for a request before it goes to the
+// VM: from then on the VM's messages for it go to the slot, not the inbox.
+// It returns the slot, or -1 when none is free.
+func DirectClaim(stream uint64) int { return int(C.rv_direct_claim(C.uint64_t(stream))) }
+
+// DirectWait blocks this thread until the slot holds messages (returned
+// oldest first, linked by Next) or timeout passes (nil).
+func DirectWait(slot int, timeout time.Duration) *Msg {
+	return (*Msg)(unsafe.Pointer(C.rv_direct_wait(C.int(slot), C.uint64_t(timeout))))
+}
+
+// DirectRelease gives the slot back: it returns what the slot still holds,
+// and nil once it is free. Call it until nil.
+func DirectRelease(slot int) *Msg { return (*Msg)(unsafe.Pointer(C.rv_direct_release(C.int(slot)))) }

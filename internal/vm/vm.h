@@ -54,4 +54,15 @@ const char *rv_ruby_version(void);
 const char *rv_ruby_platform(void);
 const char *rv_built_abi(void);
 
+/* A handler waiting for its own request's messages (rv_direct.c): at most
+ * RV_DIRECT_MAX at once, limited further by rv_direct_limit. claim returns
+ * a slot or -1; wait returns the messages that arrived (oldest first) or
+ * NULL after timeout_ns; release returns what is left, NULL once the slot
+ * is free (call it until then). */
+#define RV_DIRECT_MAX 8
+void rv_direct_limit(int n);
+int rv_direct_claim(uint64_t stream);
+rv_msg *rv_direct_wait(int slot, uint64_t timeout_ns);
+rv_msg *rv_direct_release(int slot);
+
 #endif

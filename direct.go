@@ -1,0 +1,82 @@
+package ruvoy
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/ruvoy/ruvoy/internal/vm"
+)
+
+// directWait is how long a handler waits on its own thread for its
+// request's messages (internal/vm/rv_direct.c) before it leaves them to the
+// dispatcher: long enough for a quick answer, short enough that a thread
+// held in C and a client not watched cost little.
+const directWait = time.Millisecond
+
+// directSlots is how many handlers may wait on their own threads at once:
+// one fewer than Go's processors, so that one always runs the scheduler
+// and the netpoller (a thread waiting in C keeps its processor).
+func directSlots() int {
+	if s, ok := os.LookupEnv("RUVOY_DIRECT"); ok {
+		n, _ := strconv.Atoi(s)
+		return n
+	}
+	return runtime.GOMAXPROCS(0) - 1
+}
+
+// loneRun is how many requests in a row must have found no other in
+// flight before a handler waits on its own thread: requests one after
+// another (one client, or a few that take turns) gain from it; under
+// load the dispatcher's one wake-up carries many messages, and a thread
+// held in C costs the other requests a processor.
+const loneRun = 8
+
+// arrive counts a request into the app and says whether requests come one
+// at a time (loneRun in a row found no other in flight).
+func (a *App) arrive() bool {
+	if a.inflight.Add(1) != 1 {
+		a.lone.Store(0)
+		return false
+	}
+	if a.lone.Load() > loneRun {
+		return true
+	}
+	return a.lone.Add(1) > loneRun
+}
+
+// claimDirect reserves a direct slot for a request about to go to this
+// process's VM when requests come one at a time; -1 when it gets none.
+func claimDirect(l vmLink, id uint64, hasBody, alone bool) int {
+	if _, local := l.(localVM); !local || hasBody || !alone {
+		return -1
+	}
+	return vm.DirectClaim(id)
+}
+
+// waitDirect waits for the request's messages and routes them; false when
+// none came in time and the slot was given back.
+func (rt *Runtime) waitDirect(slot int) bool {
+	if m := vm.DirectWait(slot, directWait); m != nil {
+		rt.routeAll(m)
+		return true
+	}
+	rt.releaseDirect(slot)
+	return false
+}
+
+// releaseDirect gives the slot back, routing what it still holds first.
+func (rt *Runtime) releaseDirect(slot int) {
+	for m := vm.DirectRelease(slot); m != nil; m = vm.DirectRelease(slot) {
+		rt.routeAll(m)
+	}
+}
+
+func (rt *Runtime) routeAll(m *vm.Msg) {
+	for m != nil {
+		next := m.Next()
+		rt.route(m)
+		m = next
+	}
+}
