@@ -285,7 +285,7 @@ func (rs *responder) writeFile(p []byte, status int) error {
 	if rs.ignoreBody {
 		return nil
 	}
-	if _, err := io.CopyN(rs.w, f, length); err != nil {
+	if _, err := copyFile(rs.w, f, length); err != nil {
 		return errClientGone
 	}
 	return nil

@@ -2,7 +2,6 @@ package ruvoy
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,7 +46,7 @@ func (rs *responder) sendfile() (bool, error) {
 		return true, nil // the request was refused in the app's place
 	}
 	rs.ignoreBody = true
-	if _, err := io.CopyN(rs.w, f, size); err != nil {
+	if _, err := copyFile(rs.w, f, size); err != nil {
 		return true, errClientGone
 	}
 	return true, nil

@@ -35,7 +35,14 @@ func init() {
 // After a 101 answer to an Upgrade request the bytes are another
 // protocol's and pass. TLS connections (placed before the tls wrapper, it
 // sees their handshake) and HTTP/2 pass through untouched.
-type HTTP1Guard struct{}
+type HTTP1Guard struct {
+	// NoH2C closes, with a 400, a connection that opens with HTTP/2's
+	// preface. ruvoy's own config sets it when cleartext HTTP/2 is off: it
+	// lists h2c among the server's protocols all the same, since with h1
+	// alone Caddy wraps each connection in one that hides ReadFrom, and Go
+	// then sends no file with sendfile(2).
+	NoH2C bool `json:"no_h2c,omitempty"`
+}
 
 // CaddyModule returns the Caddy module information.
 func (HTTP1Guard) CaddyModule() caddy.ModuleInfo {
@@ -62,16 +69,21 @@ func (*HTTP1Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // WrapListener guards each accepted connection.
-func (HTTP1Guard) WrapListener(l net.Listener) net.Listener { return &guardListener{l} }
+func (g HTTP1Guard) WrapListener(l net.Listener) net.Listener {
+	return &guardListener{Listener: l, noH2C: g.NoH2C}
+}
 
-type guardListener struct{ net.Listener }
+type guardListener struct {
+	net.Listener
+	noH2C bool
+}
 
 func (l *guardListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return c, err
 	}
-	return &guardConn{Conn: c}, nil
+	return &guardConn{Conn: c, framer: framer{noH2C: l.noH2C}}, nil
 }
 
 // Past this much head without its end the guard refuses the connection
@@ -300,6 +312,7 @@ type framer struct {
 	left    int64 // body or chunk bytes still to come
 	scanned int   // bytes already searched for a line or the head's end
 	trailer int   // trailer bytes seen so far
+	noH2C   bool  // HTTP/2's preface is refused (HTTP1Guard.NoH2C)
 }
 
 // step reads what comes next in b, which starts where the framing stands.
@@ -318,7 +331,7 @@ func (f *framer) step(b []byte) (n int, head *framing, refusal string) {
 			return 0, nil, ""
 		}
 		next, ok := checkHead(b[:end])
-		if !ok {
+		if !ok || next.state == statePassthrough && f.noH2C {
 			// Go answers a request line it cannot parse with 400 and
 			// closes the connection: hand it one.
 			return 0, nil, refusedHead

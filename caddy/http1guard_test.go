@@ -300,3 +300,18 @@ func TestGuardHijacked(t *testing.T) {
 		t.Fatalf("under TLS: %q", string(first)+string(rest))
 	}
 }
+
+// HTTP/2's preface passes (cleartext HTTP/2 by prior knowledge), unless
+// the guard was told the server speaks none: then Go gets a line it
+// answers 400, and nothing after it.
+func TestGuardH2CPreface(t *testing.T) {
+	preface := "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x12\x04"
+	if got := guarded(preface); got != preface {
+		t.Fatalf("with h2c: got %q, want the preface as sent", got)
+	}
+	c := &guardConn{Conn: &scripted{data: []byte(preface)}, framer: framer{noH2C: true}}
+	out, _ := io.ReadAll(bufio.NewReaderSize(c, 4096))
+	if string(out) != refusedHead {
+		t.Fatalf("without h2c: got %q, want %q", out, refusedHead)
+	}
+}

@@ -123,6 +123,7 @@ func buildConfig(o *options) ([]byte, error) {
 			HandlersRaw: append(slices.Clone(encoders),
 				m.module(&headers.Handler{Response: &headers.RespHeaderOps{HeaderOps: &headers.HeaderOps{Delete: []string{"Server"}}}},
 					"handler", "headers"),
+				m.module(ruvoycaddy.Sendfile{}, "handler", "ruvoy_sendfile"),
 				m.module(&fileserver.FileServer{
 					FileSystem:         staticFS,
 					Root:               o.static,
@@ -136,10 +137,11 @@ func buildConfig(o *options) ([]byte, error) {
 			Name: staticFS, FileSystem: m.module(&ruvoycaddy.StaticFS{Root: o.static}, "backend", "ruvoy_static"),
 		}}})
 	}
-	protocols := []string{"h1"}
-	if o.h2c {
-		protocols = append(protocols, "h2c")
-	}
+	// h2c is listed even without --h2c, where the HTTP/1 guard refuses
+	// HTTP/2's preface (HTTP1Guard.NoH2C): with h1 alone Caddy wraps each
+	// connection in one that hides ReadFrom, and Go then sends no file
+	// with sendfile(2).
+	protocols := []string{"h1", "h2c"}
 	server := &caddyhttp.Server{
 		Listen:    []string{o.listen()},
 		Routes:    routes,
@@ -152,7 +154,7 @@ func buildConfig(o *options) ([]byte, error) {
 		ListenerWrappersRaw: []json.RawMessage{
 			m.module(&ruvoycaddy.Drain{}, "wrapper", "ruvoy_drain"),
 			m.module(ruvoycaddy.ConnectionIDs{}, "wrapper", "ruvoy_connection_ids"),
-			m.module(ruvoycaddy.HTTP1Guard{}, "wrapper", "ruvoy_http1_guard"),
+			m.module(ruvoycaddy.HTTP1Guard{NoH2C: !o.h2c}, "wrapper", "ruvoy_http1_guard"),
 		},
 		// Caddy's read deadlines on request bodies: a body idle for a minute
 		// (its default read_idle_timeout), or slower than this on average

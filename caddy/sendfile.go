@@ -1,0 +1,35 @@
+package ruvoycaddy
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/ruvoy/ruvoy"
+)
+
+func init() {
+	caddy.RegisterModule(Sendfile{})
+}
+
+// Sendfile lets the handlers after it send files with sendfile(2): under
+// Caddy's write idle timeout, file_server's copy of a file is otherwise
+// made through a buffer (ruvoy.SendfileWriter says why). ruvoy's --static
+// route puts it before file_server.
+type Sendfile struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Sendfile) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.ruvoy_sendfile",
+		New: func() caddy.Module { return new(Sendfile) },
+	}
+}
+
+// ServeHTTP hands the next handler a writer that keeps sendfile.
+func (Sendfile) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	return next.ServeHTTP(ruvoy.SendfileWriter(w), r)
+}
+
+var _ caddyhttp.MiddlewareHandler = Sendfile{}
