@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/vm"
+
+	"go.uber.org/zap"
 )
 
 // directWait is how long a handler waits on its own thread for its
@@ -17,13 +19,17 @@ const directWait = time.Millisecond
 
 // directSlots is how many handlers may wait on their own threads at once:
 // one fewer than Go's processors, so that one always runs the scheduler
-// and the netpoller (a thread waiting in C keeps its processor).
-func directSlots() int {
+// and the netpoller (a thread waiting in C keeps its processor), or
+// RUVOY_DIRECT (0 turns it off).
+func (rt *Runtime) directSlots() int {
+	n := runtime.GOMAXPROCS(0) - 1
 	if s, ok := os.LookupEnv("RUVOY_DIRECT"); ok {
-		n, _ := strconv.Atoi(s)
-		return n
+		if v, err := strconv.Atoi(s); err == nil && v >= 0 {
+			return v
+		}
+		rt.log().Warn("ruvoy: RUVOY_DIRECT is not a number of handlers: using the default", zap.String("RUVOY_DIRECT", s), zap.Int("default", n))
 	}
-	return runtime.GOMAXPROCS(0) - 1
+	return n
 }
 
 // loneRun is how many requests in a row must have found no other in
@@ -37,7 +43,9 @@ const loneRun = 8
 // at a time (loneRun in a row found no other in flight).
 func (a *App) arrive() bool {
 	if a.inflight.Add(1) != 1 {
-		a.lone.Store(0)
+		if a.lone.Load() != 0 { // no store per request under load
+			a.lone.Store(0)
+		}
 		return false
 	}
 	if a.lone.Load() > loneRun {

@@ -144,7 +144,7 @@ func (rt *Runtime) bootLocal() error {
 		return err
 	}
 	rt.local.Store(true)
-	vm.DirectLimit(directSlots())
+	vm.DirectLimit(rt.directSlots())
 	go rt.dispatch()
 	go rt.watch()
 	go rt.releaseWhenIdle()

@@ -58,6 +58,9 @@ func main() {
 	fmt.Print("\n" + summary)
 	check(os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644))
 	check(os.WriteFile(filepath.Join(out, "chart.svg"), []byte(run.chart(servers, scens)), 0o644))
+	if svg := run.sweepChart(servers, scens); svg != "" {
+		check(os.WriteFile(filepath.Join(out, "sweep.svg"), []byte(svg), 0o644))
+	}
 }
 
 // describeMachine names what the figures depend on.

@@ -40,6 +40,8 @@ var scenarios = []scenario{
 	{name: "noop-c1", label: "no-op, HTTP/1.1, one connection", measure: func(t target) sample {
 		return wrk(t, "/", 1, "")
 	}},
+	// The sweep (with noop-c1 and noop): where ruvoy's lead begins.
+	sweepScenario(2), sweepScenario(4), sweepScenario(10), sweepScenario(32), sweepScenario(256),
 	{name: "h2", label: "no-op, HTTP/2 over TLS (h2load), 100 connections", tls: true, h2: true, measure: h2load},
 	{name: "tls", label: "no-op, HTTP/1.1 over TLS 1.3, 100 connections", tls: true, measure: func(t target) sample {
 		return wrk(t, "/", 100, "")
@@ -62,6 +64,13 @@ var scenarios = []scenario{
 	{name: "1mib", label: "1 MiB responses, 10 connections", measure: func(t target) sample {
 		return wrk(t, "/1mib", 10, "")
 	}},
+	// File bodies (Rack::Files, to_path): sendfile(2) where a server has it.
+	{name: "file-1mib", label: "1 MiB file bodies (Rack::Files), 10 connections", measure: func(t target) sample {
+		return wrk(t, "/file1mib", 10, "")
+	}},
+	{name: "file-16mib", label: "16 MiB file bodies (Rack::Files), 10 connections", measure: func(t target) sample {
+		return wrk(t, "/file16mib", 10, "")
+	}},
 	// CPU-bound: a few milliseconds of Ruby per request, where a second
 	// core (cluster mode) pays.
 	{name: "cpu", label: "3 ms of Ruby per request, 20 connections", measure: func(t target) sample {
@@ -70,6 +79,15 @@ var scenarios = []scenario{
 	{name: "ttfb", label: "time to first byte of a streamed response, ms (lower is better)", measure: ttfb},
 	{name: "rails-json", label: "Rails 6.1 JSON show (examples/rails, SQLite), 20 connections", app: "rails",
 		measure: func(t target) sample { return wrk(t, "/articles/1.json", 20, "") }},
+}
+
+// sweepNames are the sweep's own scenarios.
+var sweepNames = []string{"noop-c2", "noop-c4", "noop-c10", "noop-c32", "noop-c256"}
+
+// sweepScenario is the no-op load at n connections, noop-cN.
+func sweepScenario(n int) scenario {
+	return scenario{name: fmt.Sprintf("noop-c%d", n), label: fmt.Sprintf("no-op, HTTP/1.1, %d connections", n),
+		measure: func(t target) sample { return wrk(t, "/", n, "") }}
 }
 
 func scenarioNames() []string {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -92,11 +94,20 @@ var servers = []server{
 		start: func(l launch) *exec.Cmd { return pumaCluster(l, 2) }},
 	// The ceiling: Caddy answering by itself under ruvoy's server config.
 	{name: "caddy-static", label: "caddy static_response", h2: true,
-		only: []string{"noop", "noop-pinned", "noop-c1", "tls", "h2"}, start: func(l launch) *exec.Cmd {
+		only: append([]string{"noop", "noop-pinned", "noop-c1", "tls", "h2"}, sweepNames...), start: func(l launch) *exec.Cmd {
 			return caddyConfig(l, map[string]any{
 				"handler": "static_response", "body": "hello world\n",
 				"headers": map[string][]string{"Content-Type": {"text/plain"}},
 			})
+		}},
+	// Caddy as users know it, a plain Caddyfile that answers by itself:
+	// the ceiling issue 21 measures against (no ruvoy wrapper or setting).
+	{name: "caddy-respond", label: "caddy respond (plain Caddyfile)",
+		only: append([]string{"noop", "noop-pinned", "noop-c1"}, sweepNames...), start: func(l launch) *exec.Cmd {
+			file := filepath.Join(l.out, "Caddyfile-"+l.port)
+			check(os.WriteFile(file, []byte(fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tlog {\n\t\tlevel ERROR\n\t}\n}\n"+
+				"http://127.0.0.1:%s {\n\trespond \"hello world\" 200\n}\n", l.port)), 0o644))
+			return exec.Command(filepath.Join(l.root, "ruvoy"), "run", "--adapter", "caddyfile", "--config", file)
 		}},
 	// The diagnostic: ruvoy's runtime under plain net/http, no Caddy.
 	{name: "ruvoy-nethttp", label: "ruvoy runtime, net/http", only: []string{"noop", "noop-pinned", "noop-c1"},

@@ -7,6 +7,19 @@ require "blocking"
 
 MIB = ("x" * (1 << 20)).freeze
 
+# Files for the file-body scenarios, made once and shared by every server:
+# Rack::Files answers with a to_path body (sendfile where a server has it).
+require "tmpdir"
+FILES_DIR = File.join(Dir.tmpdir, "ruvoy-bench-files")
+Dir.mkdir(FILES_DIR) unless Dir.exist?(FILES_DIR)
+{ "1mib.bin" => 1 << 20, "16mib.bin" => 16 << 20 }.each do |name, size|
+  path = File.join(FILES_DIR, name)
+  next if File.size?(path) == size
+  File.binwrite("#{path}.#{Process.pid}", "x" * size)
+  File.rename("#{path}.#{Process.pid}", path)
+end
+FILES = Rack::Files.new(FILES_DIR)
+
 run lambda { |env|
   case env["PATH_INFO"]
   when "/"
@@ -42,6 +55,8 @@ run lambda { |env|
     [200, { "content-type" => "text/plain" }, ["#{x}\n"]]
   when "/1mib"
     [200, { "content-type" => "application/octet-stream", "content-length" => MIB.bytesize.to_s }, [MIB]]
+  when "/file1mib", "/file16mib"
+    FILES.call(env.merge("PATH_INFO" => "/#{env["PATH_INFO"].delete_prefix("/file")}.bin"))
   else
     [404, { "content-type" => "text/plain" }, ["not found\n"]]
   end
