@@ -11,7 +11,10 @@ const judgement = `An advantage is claimed only when both the median throughput 
 median p99 improve by more than the larger of 5% and the observed
 round-to-round variation (relative standard deviation) of either server in
 that metric. "ahead" and "behind" are that rule; anything else is "no clear
-difference". For time to first byte, lower is better in both numbers.`
+difference". For time to first byte, lower is better in both numbers. A
+lower-is-better improvement is measured as theirs / ours - 1 (restated on
+2026-12-02: ours < theirs * (1 - rsd) could claim no difference once an rsd
+passed 100%).`
 
 // cell is one server in one scenario: its medians over the good rounds.
 type cell struct {
@@ -55,7 +58,7 @@ func verdict(rv, peer cell, lowerIsBetter bool) string {
 	mP := math.Max(0.05, math.Max(rv.rsdP, peer.rsdP))
 	better := func(a, b, m float64, lower bool) bool {
 		if lower {
-			return a < b*(1-m)
+			return b/a-1 > m
 		}
 		return a > b*(1+m)
 	}
