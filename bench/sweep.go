@@ -38,7 +38,7 @@ func (r *runner) sweepChart(servers []server, scens []scenario) string {
 		conns = append(conns, n)
 	}
 	sort.Ints(conns)
-	const width, height, left, top, plotW, plotH = 760, 420, 70, 20, 520, 340
+	const width, height, left, top, plotW, plotH = 860, 420, 70, 20, 520, 340
 	best := 0.0
 	for _, srv := range servers {
 		for _, n := range conns {
