@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,4 +139,70 @@ func TestDirectOff(t *testing.T) {
 		equal(t, "GET /ping", r.body, "pong")
 	}
 	equal(t, "requests answered directly", metricValue(t, admin, "ruvoy_requests_direct_total"), "0")
+}
+
+// Hostile clients on the direct path: after a run of lone requests, a GET
+// followed by a half-close, HEAD, and a malformed chunked body followed by
+// a second request on the connection get the same answers as with
+// RUVOY_DIRECT=0, where the dispatcher carries every answer (whose answers
+// edges_test.go compares with Caddy alone): the same final responses,
+// statuses, headers that matter and bodies, and the same end of the
+// connection. The framing may differ, and the test logs it: a body that
+// reaches Go as a head and then an end in two messages is sent chunked
+// when the handler, woken by the head at once, flushed before the end came
+// (the dispatcher usually hands both over in one batch: Content-Length);
+// and a half-closed client waiting on the direct path gets no interim 100
+// probe.
+func TestDirectHostileClients(t *testing.T) {
+	requests := []struct {
+		req       string
+		halfClose bool
+	}{
+		{"GET /half HTTP/1.1\r\nHost: a\r\n\r\n", true},
+		{"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n", true},
+		{"HEAD /page HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", false},
+		{"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nZ\r\nhello\r\n0\r\n\r\nGET /canary HTTP/1.1\r\nHost: a\r\n\r\n", false},
+	}
+	type exchanged struct{ raw, end string }
+	answers := func(env []string) ([]exchanged, int) {
+		adminPort, port := freePort(t), freePort(t)
+		s := launchIn(t, "", env, port, "-p", port, "--admin-port", adminPort, app("edges.ru"))
+		s.waitReady(t)
+		for i := 0; i < 20; i++ {
+			equal(t, "GET /x", s.get(t, "/x").body, "hello /x")
+		}
+		before, _ := strconv.Atoi(metricValue(t, "http://127.0.0.1:"+adminPort, "ruvoy_requests_direct_total"))
+		var out []exchanged
+		for round := 0; round < 3; round++ {
+			for _, r := range requests {
+				raw, end := exchange(t, s.addr, r.req, r.halfClose, 5*time.Second)
+				out = append(out, exchanged{raw, end})
+			}
+		}
+		if s.wasCalled(t, "GET /canary") {
+			t.Errorf("the bytes after a malformed body reached the app as a request")
+		}
+		after, _ := strconv.Atoi(metricValue(t, "http://127.0.0.1:"+adminPort, "ruvoy_requests_direct_total"))
+		return out, after - before
+	}
+	direct, n := answers(nil)
+	if n < 6 {
+		t.Fatalf("%d of the 9 bodiless hostile requests took the direct path", n)
+	}
+	viaDispatcher, _ := answers([]string{"RUVOY_DIRECT=0"})
+	for i := range direct {
+		d, v := parseAnswers(direct[i].raw), parseAnswers(viaDispatcher[i].raw)
+		if len(d) != 1 || len(v) != 1 || d[0].status != v[0].status || d[0].body != v[0].body ||
+			d[0].header.Get("Content-Type") != v[0].header.Get("Content-Type") || direct[i].end != viaDispatcher[i].end {
+			t.Errorf("request %d: direct\n%q (%s)\nthrough the dispatcher\n%q (%s)", i, direct[i].raw, direct[i].end, viaDispatcher[i].raw, viaDispatcher[i].end)
+		} else if direct[i].raw != viaDispatcher[i].raw {
+			t.Logf("request %d: the framing differs:\n%q\n%q", i, direct[i].raw, viaDispatcher[i].raw)
+		}
+	}
+	if a := parseAnswers(direct[0].raw); len(a) != 1 || a[0].status != 200 || a[0].body != "hello /half" || direct[0].end != endEOF {
+		t.Errorf("a GET then a half-close: %q (%s)", direct[0].raw, direct[0].end)
+	}
+	if !strings.HasPrefix(direct[3].raw, "HTTP/1.1 400 Bad Request\r\n") || strings.Count(direct[3].raw, "HTTP/1.1") != 1 {
+		t.Errorf("a malformed chunked body then a GET: %q", direct[3].raw)
+	}
 }
