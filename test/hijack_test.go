@@ -242,9 +242,8 @@ func TestHijackVanishingClients(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				r := openUpgrade(t, c, "/full")
+				openUpgrade(t, c, "/full")
 				io.WriteString(c, "ab")
-				_ = r
 				c.(*net.TCPConn).SetLinger(0)
 				c.Close()
 			}()
