@@ -2,6 +2,8 @@ package ruvoy
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,16 +42,61 @@ func (rs *responder) sendfile() (bool, error) {
 		return true, nil
 	}
 	defer f.Close()
-	h["Content-Length"] = []string{strconv.FormatInt(size, 10)}
+	// A partial answer (206, an app's own range) sends the range its
+	// Content-Range names, not the whole file under that header.
+	first, length := int64(0), size
+	if cr := h.Get("Content-Range"); cr != "" || rs.status == http.StatusPartialContent {
+		var ok bool
+		if first, length, ok = sendfileRange(cr, size); !ok {
+			rs.log("ruvoy: the app sent a file (X-Sendfile) with a Content-Range it does not match: answered 500",
+				target, fmt.Errorf("status %d, Content-Range %q, the file has %d bytes", rs.status, cr, size))
+			rs.pending = false
+			rs.answer(http.StatusInternalServerError, false)
+			return true, nil
+		}
+	}
+	if first > 0 {
+		if _, err := f.Seek(first, io.SeekStart); err != nil {
+			rs.log("ruvoy: seeking in a file to send (X-Sendfile) failed", target, err)
+			rs.pending = false
+			rs.answer(http.StatusInternalServerError, false)
+			return true, nil
+		}
+	}
+	h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
 	rs.commit()
 	if rs.ignoreBody {
 		return true, nil // the request was refused in the app's place
 	}
 	rs.ignoreBody = true
-	if _, err := copyFile(rs.w, f, size); err != nil {
+	if _, err := copyFile(rs.w, f, length); err != nil {
 		return true, errClientGone
 	}
 	return true, nil
+}
+
+// sendfileRange reads a 206's Content-Range, "bytes FIRST-LAST/SIZE" (SIZE
+// may be "*"), against the file's size: the first byte and the length to
+// send, and whether it names a range the file has.
+func sendfileRange(cr string, size int64) (int64, int64, bool) {
+	spec, ok := strings.CutPrefix(cr, "bytes ")
+	if !ok {
+		return 0, 0, false
+	}
+	rng, complete, ok := strings.Cut(spec, "/")
+	if !ok || (complete != "*" && complete != strconv.FormatInt(size, 10)) {
+		return 0, 0, false
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first || last >= size {
+		return 0, 0, false
+	}
+	return first, last - first + 1, true
 }
 
 // sendfileDir is a directory X-Sendfile may name files in: the os.Root

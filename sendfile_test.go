@@ -66,3 +66,28 @@ func TestOpenAllowed(t *testing.T) {
 		t.Errorf("outside: got %v, want errNotAllowed", err)
 	}
 }
+
+// sendfileRange takes only a Content-Range of bytes the file has.
+func TestSendfileRange(t *testing.T) {
+	for _, c := range []struct {
+		cr            string
+		first, length int64
+		ok            bool
+	}{
+		{"bytes 0-9/10", 0, 10, true},
+		{"bytes 3-3/10", 3, 1, true},
+		{"bytes 2-5/*", 2, 4, true},
+		{"bytes 0-10/10", 0, 0, false}, // past the end
+		{"bytes 0-9/11", 0, 0, false},  // another size
+		{"bytes 5-4/10", 0, 0, false},
+		{"bytes -5/10", 0, 0, false},
+		{"bytes 0-9", 0, 0, false},
+		{"items 0-9/10", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		first, length, ok := sendfileRange(c.cr, 10)
+		if first != c.first || length != c.length || ok != c.ok {
+			t.Errorf("%q: %d, %d, %v; want %d, %d, %v", c.cr, first, length, ok, c.first, c.length, c.ok)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -234,6 +235,29 @@ func TestFrameworksXSendfile(t *testing.T) {
 		t.Fatal("a file outside the allowed directories was sent")
 	}
 	waitLog(t, s, "ruvoy: the app asked to send a file the server may not send (X-Sendfile)", "file", "secret.txt")
+
+	// Another status keeps the file; a 206 gets the range its
+	// Content-Range names ("the report, sent by Go\n" is 23 bytes), and
+	// one the file does not have is refused.
+	r = s.get(t, "/missing")
+	equal(t, "404 from a file", r.status, 404)
+	equal(t, "404 body", r.body, "the report, sent by Go\n")
+	for _, c := range []struct{ rng, body string }{{"4-9/23", "report"}, {"0-2/*", "the"}, {"22-22/23", "\n"}} {
+		r = s.get(t, "/range?"+c.rng)
+		equal(t, "range "+c.rng, r.status, 206)
+		equal(t, "range "+c.rng+" body", r.body, c.body)
+		equal(t, "range "+c.rng+" length", r.header.Get("Content-Length"), strconv.Itoa(len(c.body)))
+		equal(t, "range "+c.rng+" Content-Range", r.header.Get("Content-Range"), "bytes "+c.rng)
+	}
+	for _, bad := range []string{"4-23/23", "4-9/24", "9-4/23", "4-9", "x-9/23"} {
+		r = s.get(t, "/range?"+bad)
+		equal(t, "range "+bad, r.status, 500)
+		if strings.Contains(r.body, "report") {
+			t.Fatalf("range %s: the file was sent: %q", bad, r.body)
+		}
+	}
+	waitLog(t, s, "ruvoy: the app sent a file (X-Sendfile) with a Content-Range it does not match: answered 500", "file", "report.txt")
+	equal(t, "still serving", s.get(t, "/inside").body, "the report, sent by Go\n")
 
 	// Without --sendfile-dir the header passes through, as the app wrote it.
 	s = start(t, app("sendfile.ru"))

@@ -8,6 +8,13 @@ end
 
 use Rack::Sendfile, "X-Sendfile"
 run lambda { |env|
-  path = ENV.fetch(env["PATH_INFO"] == "/inside" ? "SENDFILE_INSIDE" : "SENDFILE_OUTSIDE")
-  [200, { "content-type" => "text/plain" }, FileBody.new(path)]
+  path = ENV.fetch(env["PATH_INFO"] == "/outside" ? "SENDFILE_OUTSIDE" : "SENDFILE_INSIDE")
+  case env["PATH_INFO"]
+  when "/range" # an app's own partial answer: the range it names, of the file
+    [206, { "content-type" => "text/plain", "content-range" => "bytes #{env["QUERY_STRING"]}" }, FileBody.new(path)]
+  when "/missing" # a custom error page sent from a file, as Rails' send_file(status: 404)
+    [404, { "content-type" => "text/plain" }, FileBody.new(path)]
+  else
+    [200, { "content-type" => "text/plain" }, FileBody.new(path)]
+  end
 }
