@@ -286,8 +286,23 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 	if rs.pump != nil {
 		bodyFailed = rs.pump.failed
 	}
+	unflushed := false // written, not yet flushed: a flush waits until nothing more is at hand
 	for {
 		m := st.take()
+		if m == nil && unflushed && direct >= 0 && a.rt.pollDirect(direct) {
+			continue // more came while this thread yielded: same flush
+		}
+		if m == nil && unflushed {
+			unflushed = false
+			n, err := rs.flush()
+			if err != nil {
+				cancel = wire.FlagError
+				return
+			}
+			if n > 0 {
+				l.submit(wire.InCredit, id, 0, uint64(n), nil)
+			}
+		}
 		if m == nil && direct >= 0 {
 			if !a.rt.waitDirect(direct) {
 				direct = -1
@@ -348,16 +363,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 		if rs.ended || rs.reset {
 			break
 		}
-		if rs.wroteHead {
-			n, err := rs.flush()
-			if err != nil {
-				cancel = wire.FlagError
-				return
-			}
-			if n > 0 {
-				l.submit(wire.InCredit, id, 0, uint64(n), nil)
-			}
-		}
+		unflushed = rs.wroteHead
 	}
 	if !rs.wroteHead && !rs.reset {
 		a.rt.log().Error("ruvoy: the VM ended a response without a head", zap.String("path", r.URL.Path))

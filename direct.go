@@ -74,6 +74,19 @@ func (rt *Runtime) waitDirect(slot int) bool {
 	return false
 }
 
+// pollDirect routes the request's messages that come while this thread
+// yields its core briefly, without sleeping; false when none came. A
+// handler looks once more before it flushes what it wrote, so that an
+// answer whose end follows its head at once goes out in one piece (with
+// Content-Length), as when the dispatcher hands both over together.
+func (rt *Runtime) pollDirect(slot int) bool {
+	if m := vm.DirectWait(slot, 0); m != nil {
+		rt.routeAll(m)
+		return true
+	}
+	return false
+}
+
 // releaseDirect gives the slot back, routing what it still holds first.
 func (rt *Runtime) releaseDirect(slot int) {
 	for m := vm.DirectRelease(slot); m != nil; m = vm.DirectRelease(slot) {

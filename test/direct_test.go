@@ -147,12 +147,11 @@ func TestDirectOff(t *testing.T) {
 // RUVOY_DIRECT=0, where the dispatcher carries every answer (whose answers
 // edges_test.go compares with Caddy alone): the same final responses,
 // statuses, headers that matter and bodies, and the same end of the
-// connection. The framing may differ, and the test logs it: a body that
-// reaches Go as a head and then an end in two messages is sent chunked
-// when the handler, woken by the head at once, flushed before the end came
-// (the dispatcher usually hands both over in one batch: Content-Length);
-// and a half-closed client waiting on the direct path gets no interim 100
-// probe.
+// connection. The framing may differ, and the test logs it: an answer
+// that reaches Go as a head, then an end, goes out chunked when the end
+// came after the handler ran out of messages (TestDirectFraming), and a
+// half-closed client is sent an interim 100 when its answer is not ready
+// 200 ms after the FIN (vanish.go), which /slow's 200 ms race.
 func TestDirectHostileClients(t *testing.T) {
 	requests := []struct {
 		req       string
@@ -205,4 +204,43 @@ func TestDirectHostileClients(t *testing.T) {
 	if !strings.HasPrefix(direct[3].raw, "HTTP/1.1 400 Bad Request\r\n") || strings.Count(direct[3].raw, "HTTP/1.1") != 1 {
 		t.Errorf("a malformed chunked body then a GET: %q", direct[3].raw)
 	}
+}
+
+// An answer that reaches Go as a head and then, at once, an end (a body
+// the VM enumerates: edges.ru's, wrapped by Rack::Lint) goes out in one
+// piece with Content-Length on the direct path, as the dispatcher, which
+// usually hands both over together, sends it: the handler flushes only
+// once nothing more comes while it yields its core (direct.go). Before,
+// it flushed the head as soon as it took it, and every such answer went
+// out chunked. A busy machine may hold the VM thread between head and end
+// now and then, so most, not all, must carry Content-Length.
+func TestDirectFraming(t *testing.T) {
+	adminPort, port := freePort(t), freePort(t)
+	s := launchIn(t, "", nil, port, "-p", port, "--admin-port", adminPort, app("edges.ru"))
+	s.waitReady(t)
+	admin := "http://127.0.0.1:" + adminPort
+	for i := 0; i < 20; i++ {
+		equal(t, "GET /x", s.get(t, "/x").body, "hello /x")
+	}
+	before, _ := strconv.Atoi(metricValue(t, admin, "ruvoy_requests_direct_total"))
+	const n = 40
+	lengths := 0
+	for i := 0; i < n; i++ {
+		raw, _ := exchange(t, s.addr, "GET /late-end HTTP/1.1\r\nHost: a\r\n\r\n", true, 5*time.Second)
+		a := parseAnswers(raw)
+		if len(a) != 1 || a[0].status != 200 || a[0].body != "late end" {
+			t.Fatalf("GET /late-end: %q", raw)
+		}
+		if a[0].header.Get("Content-Length") == "8" {
+			lengths++
+		}
+	}
+	after, _ := strconv.Atoi(metricValue(t, admin, "ruvoy_requests_direct_total"))
+	if after-before < n/2 {
+		t.Fatalf("%d of %d requests took the direct path", after-before, n)
+	}
+	if lengths < n/2 {
+		t.Errorf("%d of %d answers had Content-Length, the rest went chunked", lengths, n)
+	}
+	t.Logf("%d of %d answers with Content-Length; %d took the direct path", lengths, n, after-before)
 }

@@ -184,7 +184,9 @@ func DirectLimit(n int) { C.rv_direct_limit(C.int(n)) }
 func DirectClaim(stream uint64) int { return int(C.rv_direct_claim(C.uint64_t(stream))) }
 
 // DirectWait blocks this thread until the slot holds messages (returned
-// oldest first, linked by Next) or timeout passes (nil).
+// oldest first, linked by Next) or timeout passes (nil). With a timeout
+// of 0 it only yields its core for a moment (RV_DIRECT_SPIN_NS) and never
+// sleeps.
 func DirectWait(slot int, timeout time.Duration) *Msg {
 	return (*Msg)(unsafe.Pointer(C.rv_direct_wait(C.int(slot), C.uint64_t(timeout))))
 }

@@ -16,6 +16,16 @@ class FailingBody
   end
 end
 
+# A body whose end follows its one chunk after 30 microseconds of Ruby
+# (no wait): the VM sends its head and its end in two messages.
+class LateEndBody
+  def each
+    yield "late end"
+    until_ = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30e-6
+    nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < until_
+  end
+end
+
 app = lambda do |env|
   SEEN << "#{env["REQUEST_METHOD"]} #{env["REQUEST_URI"]}"
   query = Rack::Utils.parse_query(env["QUERY_STRING"])
@@ -43,6 +53,8 @@ app = lambda do |env|
     [200, { "content-type" => "text/plain" }, FailingBody.new(query["wait"] && Float(query["wait"]))]
   when "/remote"
     [200, { "content-type" => "text/plain" }, [env["REMOTE_ADDR"]]]
+  when "/late-end"
+    [200, { "content-type" => "text/plain" }, LateEndBody.new]
   when "/sendfile"
     [200, { "content-type" => "text/plain", "x-sendfile" => query.fetch("path") }, []]
   else
