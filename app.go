@@ -287,13 +287,14 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 		bodyFailed = rs.pump.failed
 	}
 	unflushed := false // written, not yet flushed: a flush waits until nothing more is at hand
+	flushed := false   // the head is out: how the body is framed is settled
 	for {
 		m := st.take()
-		if m == nil && unflushed && direct >= 0 && a.rt.pollDirect(direct) {
+		if m == nil && unflushed && !flushed && direct >= 0 && a.rt.pollDirect(direct) {
 			continue // more came while this thread yielded: same flush
 		}
 		if m == nil && unflushed {
-			unflushed = false
+			unflushed, flushed = false, true
 			n, err := rs.flush()
 			if err != nil {
 				cancel = wire.FlagError

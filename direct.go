@@ -76,9 +76,10 @@ func (rt *Runtime) waitDirect(slot int) bool {
 
 // pollDirect routes the request's messages that come while this thread
 // yields its core briefly, without sleeping; false when none came. A
-// handler looks once more before it flushes what it wrote, so that an
-// answer whose end follows its head at once goes out in one piece (with
-// Content-Length), as when the dispatcher hands both over together.
+// handler looks once more before it first flushes what it wrote, so that
+// an answer whose end follows its head at once goes out in one piece
+// (with Content-Length), as when the dispatcher hands both over together.
+// Later flushes do not wait: they credit a VM that may be waiting for it.
 func (rt *Runtime) pollDirect(slot int) bool {
 	if m := vm.DirectWait(slot, 0); m != nil {
 		rt.routeAll(m)
