@@ -46,12 +46,17 @@ func (a *App) arrive() bool {
 		if a.lone.Load() != 0 { // no store per request under load
 			a.lone.Store(0)
 		}
+		a.rt.procs.busy()
 		return false
 	}
 	if a.lone.Load() > loneRun {
 		return true
 	}
-	return a.lone.Add(1) > loneRun
+	n := a.lone.Add(1)
+	if n == loneRun+1 && !a.rt.pumping() {
+		a.rt.procs.lone()
+	}
+	return n > loneRun
 }
 
 // claimDirect reserves a direct slot for a request about to go to this

@@ -131,6 +131,14 @@ func (rt *Runtime) track(h *hijacked) {
 	}
 	rt.hijacks[h] = struct{}{}
 	rt.hijackMu.Unlock()
+	rt.procs.busy() // Go pumps its bytes: more than one lone request's work
+}
+
+// pumping says whether Go pumps any hijacked connection's bytes.
+func (rt *Runtime) pumping() bool {
+	rt.hijackMu.Lock()
+	defer rt.hijackMu.Unlock()
+	return len(rt.hijacks) > 0
 }
 
 func (rt *Runtime) untrack(h *hijacked) {

@@ -29,6 +29,9 @@ type Options struct {
 	Args           []string // ARGV for the app
 	ResponseWindow int      // response bytes in flight per request (default 256 KiB)
 	Logger         *zap.Logger
+	// ProcsByLoad lowers GOMAXPROCS to 1 while requests come one at a
+	// time (procs.go); RUVOY_PROCS_BY_LOAD=1 or 0 overrides it.
+	ProcsByLoad bool
 }
 
 const (
@@ -49,6 +52,7 @@ type Runtime struct {
 	stopOnce  sync.Once
 	exitCode  int
 	counters  counters
+	procs     *procsByLoad
 	apps      atomic.Int64 // apps loaded and not closed
 	stallWarn atomic.Int64 // time.Duration; see watchdog.go
 	holdLimit atomic.Int64 // time.Duration; see watchdog.go
@@ -120,7 +124,7 @@ func newRuntime(o Options) *Runtime {
 		o.Logger = zap.NewNop()
 	}
 	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
-		pools: map[*pool]struct{}{}, busy: make(chan struct{}, 1)}
+		pools: map[*pool]struct{}{}, busy: make(chan struct{}, 1), procs: newProcsByLoad(o.ProcsByLoad)}
 	rt.logger.Store(o.Logger)
 	rt.stallWarn.Store(int64(DefaultStallWarn))
 	return rt

@@ -99,7 +99,9 @@ func serve(args []string) int {
 		return 1
 	}
 	os.Setenv("RACK_ENV", opts.environment)
-	rt, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest})
+	// The server serves the app alone unless --static files share it:
+	// then Go's processors may follow the app's load (procs.go).
+	rt, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: opts.static == ""})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
 		return 1
