@@ -8,9 +8,9 @@ import (
 )
 
 // ProcsByLoadEnv overrides Options.ProcsByLoad: "1" on, "0" off. ruvoy's
-// command line turns it on for the server it builds, unless --static
-// serves files beside the app; under a config of one's own it is off
-// unless set. A GOMAXPROCS in the environment turns it off.
+// command line turns it on for the server it builds; under a config of
+// one's own it is off unless set. A GOMAXPROCS in the environment turns
+// it off.
 const ProcsByLoadEnv = "RUVOY_PROCS_BY_LOAD"
 
 // procsByLoad lowers GOMAXPROCS to 1 while requests come one at a time
@@ -20,9 +20,11 @@ const ProcsByLoadEnv = "RUVOY_PROCS_BY_LOAD"
 // work that a lone request never has, and on this machine each such
 // wake-up costs tens of µs (docs/benchmarks.md, "One connection").
 // GOMAXPROCS is the whole process's: a server that also serves other
-// routes would have them share one processor meanwhile, hence off there;
-// and it stays as it is while Go pumps hijacked connections (TLS or
-// HTTP/2 WebSockets), whose bytes are work no request counts.
+// routes would have them share one processor meanwhile, hence off where
+// ruvoy cannot see them (a config of one's own). What it can see gives
+// the processors back: a file --static sends (OtherWork), and Go pumping
+// hijacked connections (TLS or HTTP/2 WebSockets), whose bytes are work
+// no request counts; while any is pumped a lone run does not lower them.
 type procsByLoad struct {
 	full    int          // GOMAXPROCS to give back; 0: off
 	low     atomic.Bool  // GOMAXPROCS is 1
@@ -74,3 +76,8 @@ func (p *procsByLoad) busy() {
 	}
 	p.mu.Unlock()
 }
+
+// OtherWork says that the server does work the app's requests do not
+// count (a file --static sends): Go's processors go back to all, and stay
+// until the app's requests come one at a time again after an overlap.
+func (rt *Runtime) OtherWork() { rt.procs.busy() }

@@ -10,26 +10,42 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(Sendfile{})
+	caddy.RegisterModule(new(Sendfile))
 }
 
 // Sendfile lets the handlers after it send files with sendfile(2): under
 // Caddy's write idle timeout, file_server's copy of a file is otherwise
 // made through a buffer (ruvoy.SendfileWriter says why). ruvoy's --static
-// route puts it before file_server.
-type Sendfile struct{}
+// route puts it before file_server. It also tells the runtime of each
+// file it sends: work the app's requests do not count (ruvoy.Runtime's
+// OtherWork).
+type Sendfile struct {
+	rt *ruvoy.Runtime
+}
 
 // CaddyModule returns the Caddy module information.
-func (Sendfile) CaddyModule() caddy.ModuleInfo {
+func (*Sendfile) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "http.handlers.ruvoy_sendfile",
 		New: func() caddy.Module { return new(Sendfile) },
 	}
 }
 
+// Provision finds the process's runtime, if it started.
+func (s *Sendfile) Provision(caddy.Context) error {
+	s.rt = ruvoy.Current()
+	return nil
+}
+
 // ServeHTTP hands the next handler a writer that keeps sendfile.
-func (Sendfile) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+func (s *Sendfile) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if s.rt != nil {
+		s.rt.OtherWork()
+	}
 	return next.ServeHTTP(ruvoy.SendfileWriter(w), r)
 }
 
-var _ caddyhttp.MiddlewareHandler = Sendfile{}
+var (
+	_ caddyhttp.MiddlewareHandler = (*Sendfile)(nil)
+	_ caddy.Provisioner           = (*Sendfile)(nil)
+)

@@ -1,6 +1,8 @@
 package test
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -73,9 +75,29 @@ func TestProcsByLoad(t *testing.T) {
 	}
 }
 
-// Off where the server does more than serve the app alone (--static), when
-// RUVOY_PROCS_BY_LOAD=0, and when GOMAXPROCS is set: requests one at a
-// time leave Go's processors as they were.
+// A file --static sends is work the app's requests do not count: it gives
+// Go's processors back at once.
+func TestProcsByLoadStatic(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: nothing to lower")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "robots.txt"), []byte("User-agent: *\n"), 0o644)
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := start(t, "--admin-port", adminPort, "--static", dir, app("edges.ru"))
+	full := metricValue(t, admin, "ruvoy_go_processors")
+	for i := 0; i < 20; i++ {
+		equal(t, "GET /x", s.get(t, "/x").body, "hello /x")
+	}
+	equal(t, "processors after requests one at a time", metricValue(t, admin, "ruvoy_go_processors"), "1")
+	r := s.get(t, "/robots.txt")
+	equal(t, "static file", r.body, "User-agent: *\n")
+	equal(t, "processors after a static file", metricValue(t, admin, "ruvoy_go_processors"), full)
+}
+
+// Off when RUVOY_PROCS_BY_LOAD=0 and when GOMAXPROCS is set: requests one
+// at a time leave Go's processors as they were.
 func TestProcsByLoadOff(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("one CPU: nothing to lower")
@@ -85,7 +107,6 @@ func TestProcsByLoadOff(t *testing.T) {
 		env  []string
 		args []string
 	}{
-		{"--static", nil, []string{"--static", t.TempDir()}},
 		{"RUVOY_PROCS_BY_LOAD=0", []string{"RUVOY_PROCS_BY_LOAD=0"}, nil},
 		{"GOMAXPROCS=2", []string{"GOMAXPROCS=2"}, nil},
 	} {

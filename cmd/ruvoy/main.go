@@ -99,9 +99,9 @@ func serve(args []string) int {
 		return 1
 	}
 	os.Setenv("RACK_ENV", opts.environment)
-	// The server serves the app alone unless --static files share it:
-	// then Go's processors may follow the app's load (procs.go).
-	rt, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: opts.static == ""})
+	// The server serves the app and --static's files, both of which the
+	// runtime sees: Go's processors may follow their load (procs.go).
+	rt, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
 		return 1
