@@ -34,12 +34,16 @@ func (rs *responder) sendfile() (bool, error) {
 	if target == "" {
 		return false, nil
 	}
-	f, size, err := openAllowed(target, rs.sendfileDirs)
-	if err != nil {
-		rs.log("ruvoy: the app asked to send a file the server may not send (X-Sendfile)", target, err)
+	// The app's answer cannot be sent: 500 in its place, and why in the log.
+	refuse := func(msg string, err error) (bool, error) {
+		rs.log(msg, target, err)
 		rs.pending = false
 		rs.answer(http.StatusInternalServerError, false)
 		return true, nil
+	}
+	f, size, err := openAllowed(target, rs.sendfileDirs)
+	if err != nil {
+		return refuse("ruvoy: the app asked to send a file the server may not send (X-Sendfile)", err)
 	}
 	defer f.Close()
 	// A partial answer (206, an app's own range) sends the range its
@@ -48,19 +52,13 @@ func (rs *responder) sendfile() (bool, error) {
 	if cr := h.Get("Content-Range"); cr != "" || rs.status == http.StatusPartialContent {
 		var ok bool
 		if first, length, ok = sendfileRange(cr, size); !ok {
-			rs.log("ruvoy: the app sent a file (X-Sendfile) with a Content-Range it does not match: answered 500",
-				target, fmt.Errorf("status %d, Content-Range %q, the file has %d bytes", rs.status, cr, size))
-			rs.pending = false
-			rs.answer(http.StatusInternalServerError, false)
-			return true, nil
+			return refuse("ruvoy: the app sent a file (X-Sendfile) with a Content-Range it does not match: answered 500",
+				fmt.Errorf("status %d, Content-Range %q, the file has %d bytes", rs.status, cr, size))
 		}
 	}
 	if first > 0 {
 		if _, err := f.Seek(first, io.SeekStart); err != nil {
-			rs.log("ruvoy: seeking in a file to send (X-Sendfile) failed", target, err)
-			rs.pending = false
-			rs.answer(http.StatusInternalServerError, false)
-			return true, nil
+			return refuse("ruvoy: seeking in a file to send (X-Sendfile) failed", err)
 		}
 	}
 	h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
