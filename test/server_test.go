@@ -82,6 +82,9 @@ func start(t testing.TB, args ...string) *server {
 	port := freePort(t)
 	s := launch(t, port, append([]string{"-p", port}, args...)...)
 	s.waitReady(t)
+	// ruvoy prints its banner once it listens: a connection before that
+	// reached someone else on the port (Caddy binds with SO_REUSEPORT).
+	eventually(t, 60*time.Second, "the banner", func() bool { return strings.Contains(s.stdout.String(), ": serving ") })
 	return s
 }
 
@@ -173,8 +176,14 @@ func (s *server) waitReady(t testing.TB) {
 		default:
 		}
 		if c, err := net.Dial("tcp", s.addr); err == nil {
+			// A dial to a port nobody listens on yet can connect to
+			// itself (TCP simultaneous open, when the kernel picks the
+			// port as the dial's own): that is not the server.
+			self := c.LocalAddr().String() == c.RemoteAddr().String()
 			c.Close()
-			return
+			if !self {
+				return
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
