@@ -31,9 +31,6 @@ func (rt *Runtime) dispatch() {
 			rt.route(m)
 			m = next
 		}
-		if rt.relay != nil {
-			rt.relay.flush()
-		}
 	}
 }
 
@@ -43,7 +40,7 @@ func (rt *Runtime) route(m *vm.Msg) {
 			rt.log().Error("ruvoy: panic while routing a VM message", zap.Any("panic", p))
 		}
 	}()
-	if rt.relay != nil && m.Kind() != wire.OutReply {
+	if rt.relay && m.Kind() != wire.OutReply {
 		rt.relayMsg(m) // a worker: the front end routes it
 		return
 	}

@@ -108,33 +108,34 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string)
 
 // spawn starts a worker for slot and returns it once its app has loaded.
 func (p *pool) spawn(slot int) (*worker, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	conn, theirs, err := socketPair("ruvoy: a worker's socket")
 	if err != nil {
-		return nil, fmt.Errorf("ruvoy: a worker's socket: %w", err)
+		return nil, err
 	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "ruvoy-worker"), os.NewFile(uintptr(fds[1]), "ruvoy-front-end")
 	defer theirs.Close()
-	c, err := net.FileConn(ours)
-	ours.Close()
+	line, theirLine, err := socketPair("ruvoy: a worker's line")
 	if err != nil {
-		return nil, fmt.Errorf("ruvoy: a worker's socket: %w", err)
+		conn.Close()
+		return nil, err
 	}
+	defer theirLine.Close()
 	exe, err := os.Executable()
 	if err != nil {
-		c.Close()
+		conn.Close()
+		line.Close()
 		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
 	}
 	cmd := exec.Command(exe)
 	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
-	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3")
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3") // and its line, 4
+	cmd.ExtraFiles = []*os.File{theirs, theirLine}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
-		c.Close()
+		conn.Close()
+		line.Close()
 		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
 	}
-	conn := c.(*net.UnixConn)
-	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), started: time.Now(),
+	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), line: newFrameWriter(line), started: time.Now(),
 		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
 	p.live.Add(1)
 	go w.read()
@@ -149,6 +150,23 @@ func (p *pool) spawn(slot int) (*worker, error) {
 		return nil, r.err
 	}
 	return w, nil
+}
+
+// socketPair makes a connected pair of unix sockets: ours, and the file
+// of theirs for a worker to inherit.
+func socketPair(what string) (*net.UnixConn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "ruvoy-worker"), os.NewFile(uintptr(fds[1]), "ruvoy-front-end")
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return c.(*net.UnixConn), theirs, nil
 }
 
 // pick is the worker a new request goes to: the one with the fewest

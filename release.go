@@ -24,8 +24,9 @@ func (rt *Runtime) releaseWhenIdle() {
 	for {
 		time.Sleep(idleRelease / 2)
 		c := &rt.counters
-		seen := c.admitted.Load() + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
-		if seen != last || rt.streams.inUse() > 0 {
+		relayed, running := vm.RelayCounts() // a worker's requests (rv_relay.c)
+		seen := c.admitted.Load() + int64(relayed) + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
+		if seen != last || rt.streams.inUse() > 0 || running > 0 {
 			last, released, idleSince = seen, false, time.Now()
 			continue
 		}

@@ -65,10 +65,11 @@ type Runtime struct {
 	pools   map[*pool]struct{} // the worker pools of apps not yet unloaded
 
 	// In a worker process (worker.go): the VM's messages go to the front
-	// end, and the requests it runs are counted.
-	relay    *frameWriter
-	inflight atomic.Int64
-	busy     chan struct{}
+	// end (rv_relay.c), and relayEnd says when its socket is done.
+	relay     bool
+	relayEnd  chan relayEnd
+	relayDone chan struct{} // closed once the VM stopped reading
+	relayOnce sync.Once
 }
 
 type reply struct {
@@ -124,7 +125,7 @@ func newRuntime(o Options) *Runtime {
 		o.Logger = zap.NewNop()
 	}
 	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
-		pools: map[*pool]struct{}{}, busy: make(chan struct{}, 1), procs: newProcsByLoad(o.ProcsByLoad)}
+		pools: map[*pool]struct{}{}, procs: newProcsByLoad(o.ProcsByLoad)}
 	rt.logger.Store(o.Logger)
 	rt.stallWarn.Store(int64(DefaultStallWarn))
 	return rt
@@ -167,9 +168,14 @@ func (rt *Runtime) log() *zap.Logger { return rt.logger.Load() }
 
 // control sends a control message and waits for the VM's reply.
 func (rt *Runtime) control(kind uint32, aux uint64, payload []byte) reply {
+	return rt.controlFlags(kind, 0, aux, payload)
+}
+
+// controlFlags is control with flags.
+func (rt *Runtime) controlFlags(kind, flags uint32, aux uint64, payload []byte) reply {
 	rt.controlMu.Lock()
 	defer rt.controlMu.Unlock()
-	vm.Submit(kind, 0, 0, aux, payload)
+	vm.Submit(kind, 0, flags, aux, payload)
 	return <-rt.replies
 }
 
@@ -263,15 +269,35 @@ const (
 	cleanupWait = 5 * time.Second
 )
 
-func (rt *Runtime) shutdown() int {
-	code := 0
-	if n := rt.localStats().Requests; n > 0 {
-		code = ExitCutShort
+// cutShort raises Ruvoy::Shutdown in the requests still running and
+// waits for them to unwind; it returns ExitCutShort if there were any
+// (code: what an earlier call returned).
+func (rt *Runtime) cutShort(code int) int {
+	n := rt.localStats().Requests
+	if n == 0 {
+		return code
+	}
+	if code == 0 {
 		rt.log().Warn("ruvoy: requests still running after the grace period: raising Ruvoy::Shutdown in them", zap.Int("requests", n))
-		vm.Interrupt(0, wire.IntrShutdown)
-		for deadline := time.Now().Add(unwindWait); rt.localStats().Requests > 0 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
+	}
+	vm.Interrupt(0, wire.IntrShutdown)
+	for deadline := time.Now().Add(unwindWait); rt.localStats().Requests > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ExitCutShort
+}
+
+func (rt *Runtime) shutdown() int {
+	code := rt.cutShort(0)
+	if rt.relay {
+		// A worker's VM thread reads what the front end sent before the
+		// stop once Ruby code lets it go: those requests start, and are
+		// cut short the same way.
+		select {
+		case <-rt.relayDone:
+		case <-time.After(unwindWait):
 		}
+		code = rt.cutShort(code)
 	}
 	vm.Submit(wire.InStop, 0, 0, 0, nil)
 	joined := make(chan int, 1)

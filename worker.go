@@ -3,10 +3,8 @@ package ruvoy
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	ossignal "os/signal"
 	"syscall"
@@ -21,7 +19,8 @@ import (
 
 // WorkerFDEnv names the environment variable that makes the binary a
 // worker process (cluster mode): its value is the descriptor of the socket
-// to the front end.
+// to the front end; the descriptor after it is the worker's line
+// (wire.h, "Workers").
 const WorkerFDEnv = "RUVOY_WORKER_FD"
 
 // workerConfig is what the front end tells a worker first (RV_WORKER_CONFIG).
@@ -44,26 +43,37 @@ const heldAfter = 10 * time.Millisecond
 // statsEvery is how often a worker reports its figures.
 const statsEvery = 500 * time.Millisecond
 
+// idleLook is how often a worker with no request looks whether one came,
+// to watch for a held VM thread from then on.
+const idleLook = 20 * time.Millisecond
+
+// lineStopWait is how long a stop that came on the line waits for the
+// same stop on the socket, which the VM thread reads unless Ruby code
+// holds it.
+const lineStopWait = 250 * time.Millisecond
+
+// relayEnd is why a worker's socket is done (RV_OUT_RELAY_END).
+type relayEnd struct {
+	why  uint64 // wire.Relay*
+	text string
+}
+
 // RunWorker is a worker process's main: it boots the VM, loads the app
-// the front end names, then hands the VM the front end's frames and sends
-// back the VM's messages, until the front end says stop or goes away. It
-// returns the process's exit status (Runtime.Shutdown's).
+// the front end names, then hands the socket to the VM thread, which
+// reads the front end's frames and writes its own (rv_relay.c), until the
+// front end says stop or goes away. It returns the process's exit status
+// (Runtime.Shutdown's).
 func RunWorker(fd int) int {
 	// Signals are the front end's: a Ctrl-C or a service manager's TERM
 	// reaches every process of the group, and a worker stops when the
 	// front end tells it to, after the drain.
 	ossignal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
-	syscall.CloseOnExec(fd) // the app's child processes must not hold the socket
-	f := os.NewFile(uintptr(fd), "ruvoy-front-end")
-	c, err := net.FileConn(f)
-	f.Close()
-	conn, ok := c.(*net.UnixConn)
-	if err != nil || !ok {
-		fmt.Fprintf(os.Stderr, "ruvoy worker: descriptor %d is not the front end's socket: %v\n", fd, err)
-		return 1
-	}
-	fr := newFrameReader(conn) // hijacked connections arrive as descriptors
-	in := bufio.NewReaderSize(fr, 64<<10)
+	// The app's child processes must not hold the sockets.
+	syscall.CloseOnExec(fd)
+	syscall.CloseOnExec(fd + 1)
+	// The socket stays a bare descriptor that Go reads only the settings
+	// from: the VM thread reads and writes it from then on.
+	in := bufio.NewReaderSize(fdReader(fd), 64<<10)
 	var hdr [wire.FrameHeader]byte
 	var cfg workerConfig
 	first, err := wire.ReadFrame(in, &hdr)
@@ -81,15 +91,17 @@ func RunWorker(fd int) int {
 		return 1
 	}
 	log := workerLogger(cfg.Slot)
-	out := newFrameWriter(conn)
+	vm.RelayOpen(fd)
 	fail := func(text string) int {
-		out.send(wire.WorkerReady, 0, 0, 0, []byte(text))
-		out.finish()
+		vm.RelaySend(wire.WorkerReady, 0, 0, 0, []byte(text))
+		vm.RelayFinish()
 		return 1
 	}
 
 	rt := newRuntime(Options{Program: cfg.Program, Args: cfg.Args, ResponseWindow: cfg.ResponseWindow, Logger: log})
-	rt.relay = out
+	rt.relay = true
+	rt.relayEnd = make(chan relayEnd, 1)
+	rt.relayDone = make(chan struct{})
 	if err := rt.bootLocal(); err != nil {
 		return fail("starting Ruby: " + err.Error())
 	}
@@ -99,87 +111,97 @@ func RunWorker(fd int) int {
 	if r.result == 0 {
 		return fail(r.text)
 	}
-	app := r.result
-	out.send(wire.WorkerReady, 0, 0, 1, nil)
-	go rt.reportTo(out)
-
-	p := make([]byte, 0, 64<<10)
-	for {
-		f, err := wire.ReadFrame(in, &hdr)
-		if err == nil && int(f.Len) > cap(p) {
-			p = make([]byte, 0, f.Len)
-		}
-		if err == nil {
-			p = p[:f.Len]
-			_, err = io.ReadFull(in, p)
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				log.Error("ruvoy: reading from the front end failed: stopping", zap.Error(err))
-			}
-			break // the front end is gone: stop as it would have asked
-		}
-		switch f.Kind {
-		case wire.InRequest:
-			rt.counters.admitted.Add(1) // for the idle release (release.go)
-			if rt.inflight.Add(1) == 1 {
-				signal(rt.busy)
-			}
-			vm.Submit(wire.InRequest, f.Stream, f.Flags, app, p)
-		case wire.InCancel:
-			vm.Cancel(f.Stream, f.Flags)
-		case wire.InInterrupt:
-			vm.Interrupt(f.Stream, uint32(f.Aux))
-		case wire.InHijacked:
-			if f.Flags&wire.FlagFailed != 0 {
-				vm.Submit(f.Kind, f.Stream, f.Flags, 0, p)
-			} else if fd := fr.takeFD(); fd >= 0 {
-				vm.Submit(f.Kind, f.Stream, f.Flags, uint64(fd), nil)
-			} else {
-				vm.Submit(f.Kind, f.Stream, wire.FlagFailed, 0, []byte("its descriptor was lost on the way to the worker"))
-			}
-		case wire.InStop:
-			goto stop
-		default:
-			vm.Submit(f.Kind, f.Stream, f.Flags, f.Aux, p)
-		}
+	rest, _ := in.Peek(in.Buffered()) // the front end's frames that came with the settings
+	if r := rt.controlFlags(wire.InRelay, uint32(r.result), uint64(fd), rest); r.result == 0 {
+		return fail(r.text)
 	}
-stop:
+	vm.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
+	go rt.reportTo()
+	go rt.listen(fd + 1)
+
+	if end := <-rt.relayEnd; end.why == wire.RelayFailed {
+		log.Error("ruvoy: the socket to the front end failed: stopping", zap.String("error", end.text))
+	}
 	code := rt.Shutdown()
-	out.finish()
+	vm.RelayFinish()
 	return code
 }
 
-// relayMsg adds a VM message to the frames for the front end (a
-// worker's dispatch, which flushes them once it has taken its inbox).
-func (rt *Runtime) relayMsg(m *vm.Msg) {
-	if m.Flags()&wire.FlagFinal != 0 {
-		rt.inflight.Add(-1)
+// fdReader reads a descriptor with plain read(2), leaving it open: the
+// VM thread takes it over.
+type fdReader int
+
+func (fd fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(fd), p)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, io.EOF
+		}
+		return n, nil
 	}
-	if m.Kind() == wire.OutFile {
-		if _, fd, _, _, ok := wire.ResponseStart(m.Payload()); ok && fd >= 0 {
-			rt.relay.addFile(m.Kind(), m.Stream(), m.Flags(), m.Aux(), m.Payload(), int(fd))
-			m.Free()
-			return
+}
+
+// listen reads the worker's line: the front end's interrupts and stop,
+// sent on the socket too, reach the VM here even while Ruby code holds
+// its thread, which then reads nothing from the socket.
+func (rt *Runtime) listen(fd int) {
+	f := os.NewFile(uintptr(fd), "ruvoy-line")
+	in := bufio.NewReader(f)
+	var hdr [wire.FrameHeader]byte
+	for {
+		fr, err := wire.ReadFrame(in, &hdr)
+		if err == nil && fr.Len > 0 {
+			_, err = in.Discard(int(fr.Len))
+		}
+		if err != nil {
+			return // the front end is gone: the socket says so too
+		}
+		switch fr.Kind {
+		case wire.InInterrupt:
+			vm.Interrupt(fr.Stream, uint32(fr.Aux))
+		case wire.InStop:
+			time.AfterFunc(lineStopWait, func() { rt.endRelay(relayEnd{why: wire.RelayStop}) })
 		}
 	}
-	rt.relay.add(m.Kind(), m.Stream(), m.Flags(), m.Aux(), m.Payload())
-	m.Free()
+}
+
+func (rt *Runtime) endRelay(e relayEnd) {
+	select {
+	case rt.relayEnd <- e:
+	default:
+	}
+}
+
+// relayMsg sends a VM message to the front end from Go: what the VM sent
+// before it read the socket (while the app loaded) or after (the drain
+// once a stop came).
+func (rt *Runtime) relayMsg(m *vm.Msg) {
+	if m.Kind() == wire.OutRelayEnd {
+		rt.relayOnce.Do(func() { close(rt.relayDone) })
+		rt.endRelay(relayEnd{why: m.Aux(), text: string(m.Payload())})
+		m.Free()
+		return
+	}
+	vm.RelaySendMsg(m)
 }
 
 // reportTo sends the front end the worker's figures every statsEvery, and
 // says at once when Ruby code holds the VM thread past heldAfter (and when
 // it lets go), so that new requests go to other workers meanwhile. It
-// looks every few milliseconds only while requests are in flight.
-func (rt *Runtime) reportTo(out *frameWriter) {
+// looks every few milliseconds while requests are in flight, every
+// idleLook otherwise.
+func (rt *Runtime) reportTo() {
 	held := false
 	nextStats := time.Now()
 	for {
-		if rt.inflight.Load() == 0 && !held {
-			select {
-			case <-rt.busy:
-			case <-time.After(time.Until(nextStats)):
-			}
+		if _, inflight := vm.RelayCounts(); inflight == 0 && !held {
+			time.Sleep(min(idleLook, max(time.Until(nextStats), 0)))
 		} else {
 			time.Sleep(heldAfter / 2)
 		}
@@ -190,11 +212,11 @@ func (rt *Runtime) reportTo(out *frameWriter) {
 			if held {
 				aux = 1
 			}
-			out.send(wire.WorkerHeld, 0, 0, aux, nil)
+			vm.RelaySend(wire.WorkerHeld, 0, 0, aux, nil)
 		}
 		if time.Now().After(nextStats) {
 			nextStats = time.Now().Add(statsEvery)
-			out.send(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(s, rt.counters.stalls.Load(), processRSS(os.Getpid()))))
+			vm.RelaySend(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(s, rt.counters.stalls.Load(), processRSS(os.Getpid()))))
 		}
 	}
 }

@@ -27,6 +27,7 @@ type worker struct {
 	cmd     *exec.Cmd
 	conn    *net.UnixConn
 	out     *frameWriter
+	line    *frameWriter // interrupts and the stop again, for a held VM (worker.go listen)
 	started time.Time
 
 	mu       sync.Mutex
@@ -76,8 +77,12 @@ func (w *worker) cancel(stream uint64, flags uint32) {
 	w.out.send(wire.InCancel, stream, flags, 0, nil)
 }
 
+// interrupt goes on the socket, in order with the request's other
+// frames, and on the line, which reaches a VM thread that Ruby code
+// holds: the first to find the request raises, once (rv_interrupt.c).
 func (w *worker) interrupt(stream uint64, reason uint32) {
 	w.out.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
+	w.line.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 }
 
 // hijacked sends the worker a hijacked connection: the descriptor
@@ -118,6 +123,8 @@ func (w *worker) stop() {
 	}
 	w.out.send(wire.InStop, 0, 0, 0, nil)
 	w.out.finish()
+	w.line.send(wire.InStop, 0, 0, 0, nil)
+	w.line.finish()
 	time.AfterFunc(stopWait, func() {
 		select {
 		case <-w.readDone:
@@ -217,6 +224,8 @@ func (w *worker) supervise() {
 	}
 	w.conn.Close()
 	w.out.close()
+	w.line.close()
+	w.line.conn.Close()
 	failed := w.fail()
 	select {
 	case w.ready <- bootResult{fmt.Errorf("ruvoy: worker %d exited while its app loaded (%v)", w.slot, waitErr)}:

@@ -113,6 +113,7 @@ static void *vm_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "ruvoy-vm");
+    rv_vm_thread = 1;
     rv_signals_save();
 
     /* Writable: setting $0 later writes the process title into argv. */

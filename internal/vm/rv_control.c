@@ -65,6 +65,9 @@ void rv_control_handle(rv_msg *m)
     case RV_IN_STOP:
         L->stopping = 1;
         break;
+    case RV_IN_RELAY:
+        rv_relay_begin(m);
+        break;
     default:
         break;
     }

@@ -118,6 +118,8 @@ rv_msg *rv_direct_release(int slot)
  * while one is claimed for it, else to the inbox. Any thread may call it. */
 void rv_to_go_push(rv_msg *m)
 {
+    if (rv_relay_take(m))
+        return;
     if (m->stream) {
         int n = atomic_load_explicit(&limit, memory_order_relaxed);
         for (int i = 0; i < n; i++) {

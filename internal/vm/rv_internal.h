@@ -36,6 +36,14 @@ extern rv_inbox rv_to_vm, rv_to_go;
  * (rv_direct.c). */
 void rv_to_go_push(rv_msg *m);
 
+/* ---- a worker's relay (rv_relay.c) ---- */
+extern _Thread_local int rv_vm_thread; /* 1 on the VM thread */
+int rv_relay_take(rv_msg *m);           /* a message for the front end: 1 if the relay took it */
+void rv_relay_begin(rv_msg *m);         /* RV_IN_RELAY */
+void rv_relay_flush(void);              /* the loop, before it waits */
+int rv_relay_fd(void);                  /* the socket the loop reads, or -1 */
+void rv_relay_events(uint32_t events);  /* epoll says the socket is ready */
+
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 
 typedef struct rv_timer rv_timer;

@@ -213,7 +213,7 @@ static void poll_ubf(void *p)
 
 static int fds_waited_on(void)
 {
-    return L->waiting->num_entries > 0 && L->nfds > 0;
+    return (L->waiting->num_entries > 0 && L->nfds > 0) || rv_relay_fd() >= 0;
 }
 
 /* Before sleeping, hand the core to whoever is runnable (the Go threads
@@ -251,6 +251,7 @@ void rv_selector_poll(int busy)
 {
     static struct epoll_event events[256];
     struct poll_args a = {events, 256, 0, 0, 0};
+    rv_relay_flush(); /* a worker: what this turn made goes out */
     busy = busy || !rv_ready_empty() || atomic_load(&rv_to_vm.head);
     if (!busy) {
         rv_timer *t = rv_timer_peek(&L->timers);
@@ -261,7 +262,9 @@ void rv_selector_poll(int busy)
             a.timeout = -1;
         }
     }
-    if (a.timeout != 0 && yield_for_work())
+    /* A worker's next request comes on its socket, which a yield does
+     * not look at. */
+    if (a.timeout != 0 && rv_relay_fd() < 0 && yield_for_work())
         a.timeout = 0;
     if (a.timeout == 0) {
         if (fds_waited_on())
@@ -280,6 +283,8 @@ void rv_selector_poll(int busy)
         int fd = events[i].data.fd;
         if (fd == rv_to_vm.efd)
             rv_inbox_drain_fd(&rv_to_vm);
+        else if (fd == rv_relay_fd())
+            rv_relay_events(events[i].events);
         else
             fd_ready(fd, events[i].events);
     }

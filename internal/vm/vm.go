@@ -194,3 +194,34 @@ func DirectWait(slot int, timeout time.Duration) *Msg {
 // DirectRelease gives the slot back: it returns what the slot still holds,
 // and nil once it is free. Call it until nil.
 func DirectRelease(slot int) *Msg { return (*Msg)(unsafe.Pointer(C.rv_direct_release(C.int(slot)))) }
+
+// RelayOpen makes fd, a worker's socket to the front end, the one every
+// frame the worker sends goes through (rv_relay.c); the VM reads it too
+// once it gets wire.InRelay.
+func RelayOpen(fd int) { C.rv_relay_open(C.int(fd)) }
+
+// RelaySend sends the front end a frame, waiting for room if need be.
+func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
+	var p unsafe.Pointer
+	if len(payload) > 0 {
+		p = unsafe.Pointer(&payload[0])
+	}
+	C.rv_relay_send(C.uint32_t(kind), C.uint64_t(stream), C.uint32_t(flags), C.uint64_t(aux), p, C.size_t(len(payload)))
+}
+
+// RelaySendMsg sends the front end a VM message as a frame (an
+// RV_OUT_FILE's descriptor with it) and frees it.
+func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) }
+
+// RelayFinish writes what is left for the front end and shuts the
+// socket's write side; later frames are dropped.
+func RelayFinish() { C.rv_relay_finish() }
+
+// RelayCounts are the requests the VM has read from the front end, and
+// those of them it is not done with.
+func RelayCounts() (admitted uint64, inflight int64) {
+	var a C.uint64_t
+	var n C.int64_t
+	C.rv_relay_counts(&a, &n)
+	return uint64(a), int64(n)
+}

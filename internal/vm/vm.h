@@ -54,6 +54,17 @@ const char *rv_ruby_version(void);
 const char *rv_ruby_platform(void);
 const char *rv_built_abi(void);
 
+/* A worker's frames to the front end (rv_relay.c): open with the socket
+ * before the VM boots; send frames Go makes, or messages (freed); finish
+ * writes what is left and shuts the write side. counts: requests the relay
+ * read, and those not yet final. */
+int rv_relay_open(int fd);
+void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
+                   const void *data, size_t len);
+void rv_relay_send_msg(rv_msg *m);
+void rv_relay_finish(void);
+void rv_relay_counts(uint64_t *admitted, int64_t *inflight);
+
 /* A handler waiting for its own request's messages (rv_direct.c): at most
  * RV_DIRECT_MAX at once, limited further by rv_direct_limit. claim returns
  * a slot or -1; wait returns the messages that arrived (oldest first) or

@@ -44,6 +44,7 @@ enum {
     RV_IN_UPSTREAM_REPLY, /* the outcome of upstream call aux: an upstream reply */
     RV_IN_INTERRUPT,   /* raise in request stream's fiber (0: every request); aux: RV_INTR_* */
     RV_IN_HIJACKED,    /* the connection is the app's: aux is its descriptor (the VM owns it; RV_FLAG_TCP: the client's socket); RV_FLAG_FAILED: it could not be handed over, payload says why */
+    RV_IN_RELAY,       /* control (a worker): read and write the front end's socket, descriptor aux, from now on, its requests for app flags; payload: bytes of it already read (rv_relay.c) */
 };
 
 /* Message kinds, VM -> Go. */
@@ -60,6 +61,14 @@ enum {
     RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
     RV_OUT_EARLY_HINTS, /* send a 103 before the head; payload is strings: name/value pairs */
     RV_OUT_HIJACK,      /* hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status) */
+    RV_OUT_RELAY_END,   /* a worker's socket is done (aux: RV_RELAY_*): its Go side stops the worker */
+};
+
+/* Why a worker's relay ended (RV_OUT_RELAY_END's aux). */
+enum {
+    RV_RELAY_STOP = 0, /* the front end sent RV_IN_STOP */
+    RV_RELAY_CLOSED,   /* the front end closed the socket */
+    RV_RELAY_FAILED    /* reading or writing it failed, or a frame was broken: payload says how */
 };
 
 /*
@@ -70,7 +79,11 @@ enum {
  * frames to its VM and sends its VM's RV_OUT_* messages back as frames;
  * these kinds are the worker's own. An RV_IN_HIJACKED frame carries its
  * descriptor with it (SCM_RIGHTS), as an RV_OUT_FILE frame does its file's;
- * the receiver puts its own number in the message.
+ * the receiver puts its own number in the message. Once its app has loaded
+ * the worker's VM thread reads and writes these frames itself (rv_relay.c).
+ * A second socket, the worker's line, carries RV_IN_INTERRUPT and
+ * RV_IN_STOP frames a second time, to the worker's Go side: they must reach
+ * a VM thread that Ruby code holds, which reads nothing meanwhile.
  */
 enum {
     RV_WORKER_CONFIG = 96, /* front end -> worker, first: JSON settings (the app, the VM's options) */

@@ -27,6 +27,8 @@ const (
 	InInterrupt = 11
 	// the connection is the app's: aux is its descriptor (the VM owns it; RV_FLAG_TCP: the client's socket); RV_FLAG_FAILED: it could not be handed over, payload says why
 	InHijacked = 12
+	// control (a worker): read and write the front end's socket, descriptor aux, from now on, its requests for app flags; payload: bytes of it already read (rv_relay.c)
+	InRelay = 13
 )
 
 const (
@@ -54,6 +56,16 @@ const (
 	OutEarlyHints = 42
 	// hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status)
 	OutHijack = 43
+	// a worker's socket is done (aux: RV_RELAY_*): its Go side stops the worker
+	OutRelayEnd = 44
+)
+
+const (
+	// the front end sent RV_IN_STOP
+	RelayStop = 0
+	// the front end closed the socket
+	RelayClosed = 1
+	RelayFailed = 2
 )
 
 const (
