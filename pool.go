@@ -113,29 +113,29 @@ func (p *pool) spawn(slot int) (*worker, error) {
 		return nil, err
 	}
 	defer theirs.Close()
-	line, theirLine, err := socketPair("ruvoy: a worker's line")
+	urgent, theirUrgent, err := socketPair("ruvoy: a worker's urgent socket")
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	defer theirLine.Close()
+	defer theirUrgent.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		conn.Close()
-		line.Close()
+		urgent.Close()
 		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
 	}
 	cmd := exec.Command(exe)
 	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
-	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3") // and its line, 4
-	cmd.ExtraFiles = []*os.File{theirs, theirLine}
+	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3") // and its urgent socket, 4
+	cmd.ExtraFiles = []*os.File{theirs, theirUrgent}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		conn.Close()
-		line.Close()
+		urgent.Close()
 		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
 	}
-	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), line: newFrameWriter(line), started: time.Now(),
+	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
 		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
 	p.live.Add(1)
 	go w.read()

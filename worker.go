@@ -19,7 +19,7 @@ import (
 
 // WorkerFDEnv names the environment variable that makes the binary a
 // worker process (cluster mode): its value is the descriptor of the socket
-// to the front end; the descriptor after it is the worker's line
+// to the front end; the descriptor after it is the worker's urgent socket
 // (wire.h, "Workers").
 const WorkerFDEnv = "RUVOY_WORKER_FD"
 
@@ -47,10 +47,10 @@ const statsEvery = 500 * time.Millisecond
 // to watch for a held VM thread from then on.
 const idleLook = 20 * time.Millisecond
 
-// lineStopWait is how long a stop that came on the line waits for the
+// urgentStopWait is how long a stop that came on the urgent socket waits for the
 // same stop on the socket, which the VM thread reads unless Ruby code
 // holds it.
-const lineStopWait = 250 * time.Millisecond
+const urgentStopWait = 250 * time.Millisecond
 
 // relayEnd is why a worker's socket is done (RV_OUT_RELAY_END).
 type relayEnd struct {
@@ -117,7 +117,7 @@ func RunWorker(fd int) int {
 	}
 	vm.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
 	go rt.reportTo()
-	go rt.listen(fd + 1)
+	go rt.listenUrgent(fd + 1)
 
 	if end := <-rt.relayEnd; end.why == wire.RelayFailed {
 		log.Error("ruvoy: the socket to the front end failed: stopping", zap.String("error", end.text))
@@ -147,11 +147,11 @@ func (fd fdReader) Read(p []byte) (int, error) {
 	}
 }
 
-// listen reads the worker's line: the front end's interrupts and stop,
+// listenUrgent reads the worker's urgent socket: the front end's interrupts and stop,
 // sent on the socket too, reach the VM here even while Ruby code holds
 // its thread, which then reads nothing from the socket.
-func (rt *Runtime) listen(fd int) {
-	f := os.NewFile(uintptr(fd), "ruvoy-line")
+func (rt *Runtime) listenUrgent(fd int) {
+	f := os.NewFile(uintptr(fd), "ruvoy-urgent")
 	in := bufio.NewReader(f)
 	var hdr [wire.FrameHeader]byte
 	for {
@@ -166,7 +166,7 @@ func (rt *Runtime) listen(fd int) {
 		case wire.InInterrupt:
 			vm.Interrupt(fr.Stream, uint32(fr.Aux))
 		case wire.InStop:
-			time.AfterFunc(lineStopWait, func() { rt.endRelay(relayEnd{why: wire.RelayStop}) })
+			time.AfterFunc(urgentStopWait, func() { rt.endRelay(relayEnd{why: wire.RelayStop}) })
 		}
 	}
 }

@@ -27,7 +27,7 @@ type worker struct {
 	cmd     *exec.Cmd
 	conn    *net.UnixConn
 	out     *frameWriter
-	line    *frameWriter // interrupts and the stop again, for a held VM (worker.go listen)
+	urgent  *frameWriter // interrupts and the stop again, for a held VM (worker.go listenUrgent)
 	started time.Time
 
 	mu       sync.Mutex
@@ -78,11 +78,11 @@ func (w *worker) cancel(stream uint64, flags uint32) {
 }
 
 // interrupt goes on the socket, in order with the request's other
-// frames, and on the line, which reaches a VM thread that Ruby code
+// frames, and on the urgent socket, which reaches a VM thread that Ruby code
 // holds: the first to find the request raises, once (rv_interrupt.c).
 func (w *worker) interrupt(stream uint64, reason uint32) {
 	w.out.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
-	w.line.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
+	w.urgent.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 }
 
 // hijacked sends the worker a hijacked connection: the descriptor
@@ -123,8 +123,8 @@ func (w *worker) stop() {
 	}
 	w.out.send(wire.InStop, 0, 0, 0, nil)
 	w.out.finish()
-	w.line.send(wire.InStop, 0, 0, 0, nil)
-	w.line.finish()
+	w.urgent.send(wire.InStop, 0, 0, 0, nil)
+	w.urgent.finish()
 	time.AfterFunc(stopWait, func() {
 		select {
 		case <-w.readDone:
@@ -224,8 +224,8 @@ func (w *worker) supervise() {
 	}
 	w.conn.Close()
 	w.out.close()
-	w.line.close()
-	w.line.conn.Close()
+	w.urgent.close()
+	w.urgent.conn.Close()
 	failed := w.fail()
 	select {
 	case w.ready <- bootResult{fmt.Errorf("ruvoy: worker %d exited while its app loaded (%v)", w.slot, waitErr)}:

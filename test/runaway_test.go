@@ -36,7 +36,7 @@ func TestRunawayStopCutsRequestsShort(t *testing.T) {
 
 // runawayModes are one process, and one worker, whose VM thread reads
 // nothing while Ruby code holds it: the stop and a timeout reach it on its
-// line (worker.go).
+// urgent socket (worker.go).
 var runawayModes = []struct {
 	name string
 	args []string

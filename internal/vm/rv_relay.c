@@ -11,7 +11,7 @@
  * turn with one sendmsg. A request then wakes no Go thread in the worker:
  * with as many VM threads as cores, each Go thread woken took a core from
  * a VM thread (docs/benchmarks.md, "Cluster mode"). Go keeps the control
- * replies, its own frames (rv_relay_send) and the line (worker.go);
+ * replies, its own frames (rv_relay_send) and the urgent socket (worker.go);
  * RV_OUT_RELAY_END tells it the socket is done.
  */
 #include "rv_internal.h"
@@ -164,12 +164,11 @@ static void flush_until(uint64_t target)
     }
 }
 
-int rv_relay_open(int fd)
+void rv_relay_open(int fd)
 {
     pthread_mutex_lock(&R.mu);
     R.fd = fd;
     pthread_mutex_unlock(&R.mu);
-    return 0;
 }
 
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)

@@ -58,7 +58,7 @@ const char *rv_built_abi(void);
  * before the VM boots; send frames Go makes, or messages (freed); finish
  * writes what is left and shuts the write side. counts: requests the relay
  * read, and those not yet final. */
-int rv_relay_open(int fd);
+void rv_relay_open(int fd);
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
                    const void *data, size_t len);
 void rv_relay_send_msg(rv_msg *m);

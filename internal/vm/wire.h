@@ -81,7 +81,7 @@ enum {
  * descriptor with it (SCM_RIGHTS), as an RV_OUT_FILE frame does its file's;
  * the receiver puts its own number in the message. Once its app has loaded
  * the worker's VM thread reads and writes these frames itself (rv_relay.c).
- * A second socket, the worker's line, carries RV_IN_INTERRUPT and
+ * A second socket, the worker's urgent socket, carries RV_IN_INTERRUPT and
  * RV_IN_STOP frames a second time, to the worker's Go side: they must reach
  * a VM thread that Ruby code holds, which reads nothing meanwhile.
  */
