@@ -9,6 +9,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// quietLook is how often the stall detector looks while the VM thread
+// has been asleep at every look for a second.
+const quietLook = 250 * time.Millisecond
+
 // DefaultStallWarn is how long Ruby code may hold the VM thread before the
 // stall detector logs where.
 const DefaultStallWarn = 100 * time.Millisecond
@@ -26,8 +30,14 @@ func (rt *Runtime) SetHoldLimit(d time.Duration) { rt.holdLimit.Store(int64(d)) 
 // once per stall. Past the hold limit, it exits the process (ExitVMHeld)
 // so that a supervisor starts a fresh one: every other request has waited
 // that long.
+//
+// While the VM thread sleeps, nothing can hold it: after a second of that
+// the detector looks every quietLook, not every few milliseconds, so an
+// idle server costs no wakeups to speak of; a stall that begins then is
+// named up to quietLook later.
 func (rt *Runtime) watch() {
 	var reported uint64
+	lastAwake := time.Now()
 	for {
 		warn := time.Duration(rt.stallWarn.Load())
 		hold := time.Duration(rt.holdLimit.Load())
@@ -37,9 +47,15 @@ func (rt *Runtime) watch() {
 				tick = min(tick, d/4)
 			}
 		}
+		if time.Since(lastAwake) > time.Second {
+			tick = max(tick, quietLook)
+		}
 		time.Sleep(max(tick, 10*time.Millisecond))
 		s := vm.ReadStats()
 		since := s.RunningSince
+		if s.AwakeSince != 0 || since != 0 {
+			lastAwake = time.Now()
+		}
 		if since == 0 {
 			continue
 		}

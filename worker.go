@@ -43,9 +43,10 @@ const heldAfter = 10 * time.Millisecond
 // statsEvery is how often a worker reports its figures.
 const statsEvery = 500 * time.Millisecond
 
-// idleLook is how often a worker with no request looks whether one came,
-// to watch for a held VM thread from then on.
-const idleLook = 20 * time.Millisecond
+// quietAfter is how long a worker goes without a request in flight before
+// its reporter stops looking every heldAfter/2 and sleeps until the next
+// request comes (or its figures are due).
+const quietAfter = 100 * time.Millisecond
 
 // urgentStopWait is how long a stop that came on the urgent socket waits for the
 // same stop on the socket, which the VM thread reads unless Ruby code
@@ -91,7 +92,7 @@ func RunWorker(fd int) int {
 		return 1
 	}
 	log := workerLogger(cfg.Slot)
-	vm.RelayOpen(fd)
+	busy := vm.RelayOpen(fd)
 	fail := func(text string) int {
 		vm.RelaySend(wire.WorkerReady, 0, 0, 0, []byte(text))
 		vm.RelayFinish()
@@ -102,6 +103,9 @@ func RunWorker(fd int) int {
 	rt.relay = true
 	rt.relayEnd = make(chan relayEnd, 1)
 	rt.relayDone = make(chan struct{})
+	if busy < 0 {
+		return fail("an eventfd: " + syscall.Errno(-busy).Error())
+	}
 	if err := rt.bootLocal(); err != nil {
 		return fail("starting Ruby: " + err.Error())
 	}
@@ -116,7 +120,7 @@ func RunWorker(fd int) int {
 		return fail(r.text)
 	}
 	vm.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
-	go rt.reportTo()
+	go rt.reportTo(os.NewFile(uintptr(busy), "ruvoy-busy"))
 	go rt.listenUrgent(fd + 1)
 
 	if end := <-rt.relayEnd; end.why == wire.RelayFailed {
@@ -194,19 +198,26 @@ func (rt *Runtime) relayMsg(m *vm.Msg) {
 // reportTo sends the front end the worker's figures every statsEvery, and
 // says at once when Ruby code holds the VM thread past heldAfter (and when
 // it lets go), so that new requests go to other workers meanwhile. It
-// looks every few milliseconds while requests are in flight, every
-// idleLook otherwise.
-func (rt *Runtime) reportTo() {
+// looks every heldAfter/2 while requests are in flight or were lately;
+// once the worker is quiet it sleeps until the relay says a request came
+// (on busy, RelayOpen's eventfd), so an idle worker costs no wakeups.
+func (rt *Runtime) reportTo(busy *os.File) {
 	held := false
 	nextStats := time.Now()
+	lastBusy := time.Now()
+	var buf [8]byte
 	for {
-		if _, inflight := vm.RelayCounts(); inflight == 0 && !held {
-			time.Sleep(min(idleLook, max(time.Until(nextStats), 0)))
-		} else {
-			time.Sleep(heldAfter / 2)
+		if _, inflight := vm.RelayCounts(); inflight > 0 || held {
+			lastBusy = time.Now()
 		}
-		s := rt.Stats()
-		if now := s.RunningFor > heldAfter; now != held {
+		if time.Since(lastBusy) < quietAfter {
+			time.Sleep(heldAfter / 2)
+		} else if vm.RelayArm() {
+			busy.SetReadDeadline(nextStats)
+			busy.Read(buf[:])
+			vm.RelayDisarm()
+		}
+		if now := runningFor(vm.ReadStats()) > heldAfter; now != held {
 			held = now
 			var aux uint64
 			if held {
@@ -216,9 +227,21 @@ func (rt *Runtime) reportTo() {
 		}
 		if time.Now().After(nextStats) {
 			nextStats = time.Now().Add(statsEvery)
-			vm.RelaySend(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(s, rt.counters.stalls.Load(), processRSS(os.Getpid()))))
+			vm.RelaySend(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(rt.Stats(), rt.counters.stalls.Load(), processRSS(os.Getpid()))))
 		}
 	}
+}
+
+// runningFor is how long Ruby code has held the VM thread; it reads the
+// clock (a cgo call) only while Ruby code runs.
+func runningFor(s vm.Stats) time.Duration {
+	if s.RunningSince == 0 {
+		return 0
+	}
+	if now := vm.Now(); now > s.RunningSince {
+		return time.Duration(now - s.RunningSince)
+	}
+	return 0
 }
 
 // workerLogger writes a worker's own log entries (the Go side's; its VM's

@@ -6,6 +6,7 @@
 #include "rv_internal.h"
 
 #include <ruby/version.h>
+#include <stddef.h>
 #include <string.h>
 
 void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)
@@ -41,22 +42,28 @@ int rv_out_fd(void)
     return rv_to_go.efd;
 }
 
-void rv_read_stats(rv_vm_stats *out)
+/* rv_stat as Go reads it: the same fields, in the same places, as
+ * rv_vm_stats. */
+#define RV_SAME_FIELD(f) _Static_assert(offsetof(rv_stats, f) == offsetof(rv_vm_stats, f), #f)
+RV_SAME_FIELD(busy_ns);
+RV_SAME_FIELD(awake_since);
+RV_SAME_FIELD(lag_ns);
+RV_SAME_FIELD(running_since);
+RV_SAME_FIELD(running_stream);
+RV_SAME_FIELD(requests);
+RV_SAME_FIELD(fibers);
+RV_SAME_FIELD(response_bytes);
+RV_SAME_FIELD(gc_count);
+RV_SAME_FIELD(gc_time_ns);
+RV_SAME_FIELD(heap_live_slots);
+RV_SAME_FIELD(offload_busy);
+RV_SAME_FIELD(offload_waiting);
+RV_SAME_FIELD(hijacked);
+_Static_assert(sizeof(rv_stats) == sizeof(rv_vm_stats), "rv_stats is rv_vm_stats");
+
+const rv_vm_stats *rv_stats_view(void)
 {
-    out->busy_ns = atomic_load_explicit(&rv_stat.busy_ns, memory_order_relaxed);
-    out->lag_ns = atomic_load_explicit(&rv_stat.lag_ns, memory_order_relaxed);
-    out->awake_since = atomic_load(&rv_stat.awake_since);
-    out->running_since = atomic_load(&rv_stat.running_since);
-    out->running_stream = atomic_load_explicit(&rv_stat.running_stream, memory_order_relaxed);
-    out->requests = atomic_load_explicit(&rv_stat.requests, memory_order_relaxed);
-    out->fibers = atomic_load_explicit(&rv_stat.fibers, memory_order_relaxed);
-    out->response_bytes = atomic_load_explicit(&rv_stat.response_bytes, memory_order_relaxed);
-    out->gc_count = atomic_load_explicit(&rv_stat.gc_count, memory_order_relaxed);
-    out->gc_time_ns = atomic_load_explicit(&rv_stat.gc_time_ns, memory_order_relaxed);
-    out->heap_live_slots = atomic_load_explicit(&rv_stat.heap_live_slots, memory_order_relaxed);
-    out->offload_busy = atomic_load_explicit(&rv_stat.offload_busy, memory_order_relaxed);
-    out->offload_waiting = atomic_load_explicit(&rv_stat.offload_waiting, memory_order_relaxed);
-    out->hijacked = atomic_load_explicit(&rv_stat.hijacked, memory_order_relaxed);
+    return (const rv_vm_stats *)&rv_stat;
 }
 
 uint64_t rv_monotonic_ns(void)

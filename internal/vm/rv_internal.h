@@ -159,7 +159,7 @@ typedef struct rv_loop {
 
 extern rv_loop *rv_L;
 
-/* The VM thread writes these; Go reads them (rv_read_stats). */
+/* The VM thread writes these; Go reads them (rv_stats_view, rv_api.c). */
 typedef struct rv_stats {
     _Atomic uint64_t busy_ns, awake_since, lag_ns, running_since, running_stream, requests, fibers,
         response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting, hijacked;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,8 +54,14 @@ static struct {
     int in_nfds, in_cap_fds;
 } R = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-static _Atomic uint64_t admitted;
-static _Atomic int64_t inflight;
+/* Requests read, those not yet final (an int64), and whether Go's
+ * reporter sleeps until a request comes (it sets ARMED, then looks at
+ * INFLIGHT; the relay counts one in, then looks at ARMED: whichever comes
+ * second sees the other), shared with Go, which reads and writes them
+ * atomically without a call (vm.RelayCounts). */
+static _Atomic uint64_t counts[3];
+enum { ADMITTED, INFLIGHT, ARMED };
+static int busy_efd = -1; /* written when a request comes to an ARMED reporter */
 
 /* ---- out ---- */
 
@@ -164,11 +171,13 @@ static void flush_until(uint64_t target)
     }
 }
 
-void rv_relay_open(int fd)
+int rv_relay_open(int fd)
 {
     pthread_mutex_lock(&R.mu);
     R.fd = fd;
     pthread_mutex_unlock(&R.mu);
+    busy_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return busy_efd < 0 ? -errno : busy_efd;
 }
 
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)
@@ -186,7 +195,7 @@ void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
 static void put_msg(rv_msg *m)
 {
     if (m->flags & RV_FLAG_FINAL)
-        atomic_fetch_sub_explicit(&inflight, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&counts[INFLIGHT], 1, memory_order_relaxed); /* wraps as an int64 */
     int32_t fd = -1;
     if (m->kind == RV_OUT_FILE && m->len >= RV_RESP_FD_AT + 4)
         memcpy(&fd, m->data + RV_RESP_FD_AT, 4);
@@ -272,10 +281,9 @@ void rv_relay_finish(void)
     pthread_mutex_unlock(&R.mu);
 }
 
-void rv_relay_counts(uint64_t *admitted_out, int64_t *inflight_out)
+uint64_t *rv_relay_counts(void)
 {
-    *admitted_out = atomic_load_explicit(&admitted, memory_order_relaxed);
-    *inflight_out = atomic_load_explicit(&inflight, memory_order_relaxed);
+    return (uint64_t *)counts;
 }
 
 /* ---- in: the VM thread ---- */
@@ -319,8 +327,13 @@ static void frame_in(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t au
         return;
     case RV_IN_REQUEST:
         aux = R.app; /* the front end's number for it is not the VM's */
-        atomic_fetch_add_explicit(&admitted, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&inflight, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&counts[ADMITTED], 1, memory_order_relaxed);
+        if (atomic_fetch_add(&counts[INFLIGHT], 1) == 0 && atomic_load(&counts[ARMED]) &&
+            atomic_exchange(&counts[ARMED], 0)) {
+            uint64_t one = 1;
+            while (write(busy_efd, &one, sizeof one) < 0 && errno == EINTR)
+                ;
+        }
         break;
     case RV_IN_CANCEL: {
         uint32_t slot = RV_SLOT(stream);

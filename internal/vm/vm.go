@@ -18,6 +18,7 @@ import "C"
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -151,17 +152,24 @@ type Stats struct {
 	OffloadBusy, OffloadWaiting, Hijacked                  uint64
 }
 
+// stats is the VM's figures where C keeps them (rv_stats_view): Go reads
+// them with atomic loads, not a cgo call, which from an idle process wakes
+// Go's sysmon (it then polls every 20 µs for a while): the stall detector
+// and a worker's reporter read them every few milliseconds.
+var stats = (*[unsafe.Sizeof(C.rv_vm_stats{}) / 8]uint64)(unsafe.Pointer(C.rv_stats_view()))
+
 // ReadStats reads the VM's figures without stopping it.
 func ReadStats() Stats {
+	f := func(field uintptr) uint64 { return atomic.LoadUint64(&stats[field/8]) }
 	var s C.rv_vm_stats
-	C.rv_read_stats(&s)
 	return Stats{
-		BusyNS: uint64(s.busy_ns), AwakeSince: uint64(s.awake_since), LagNS: uint64(s.lag_ns),
-		RunningSince: uint64(s.running_since), RunningStream: uint64(s.running_stream),
-		Requests: uint64(s.requests), Fibers: uint64(s.fibers), ResponseBytes: uint64(s.response_bytes),
-		GCCount: uint64(s.gc_count), GCTimeNS: uint64(s.gc_time_ns), HeapLiveSlots: uint64(s.heap_live_slots),
-		OffloadBusy: uint64(s.offload_busy), OffloadWaiting: uint64(s.offload_waiting),
-		Hijacked: uint64(s.hijacked),
+		BusyNS: f(unsafe.Offsetof(s.busy_ns)), AwakeSince: f(unsafe.Offsetof(s.awake_since)),
+		LagNS: f(unsafe.Offsetof(s.lag_ns)), RunningSince: f(unsafe.Offsetof(s.running_since)),
+		RunningStream: f(unsafe.Offsetof(s.running_stream)), Requests: f(unsafe.Offsetof(s.requests)),
+		Fibers: f(unsafe.Offsetof(s.fibers)), ResponseBytes: f(unsafe.Offsetof(s.response_bytes)),
+		GCCount: f(unsafe.Offsetof(s.gc_count)), GCTimeNS: f(unsafe.Offsetof(s.gc_time_ns)),
+		HeapLiveSlots: f(unsafe.Offsetof(s.heap_live_slots)), OffloadBusy: f(unsafe.Offsetof(s.offload_busy)),
+		OffloadWaiting: f(unsafe.Offsetof(s.offload_waiting)), Hijacked: f(unsafe.Offsetof(s.hijacked)),
 	}
 }
 
@@ -197,8 +205,9 @@ func DirectRelease(slot int) *Msg { return (*Msg)(unsafe.Pointer(C.rv_direct_rel
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too
-// once it gets wire.InRelay.
-func RelayOpen(fd int) { C.rv_relay_open(C.int(fd)) }
+// once it gets wire.InRelay. It returns the descriptor RelayArm's wait
+// reads (an eventfd), or -errno.
+func RelayOpen(fd int) int { return int(C.rv_relay_open(C.int(fd))) }
 
 // RelaySend sends the front end a frame, waiting for room if need be.
 func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
@@ -217,11 +226,25 @@ func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) 
 // socket's write side; later frames are dropped.
 func RelayFinish() { C.rv_relay_finish() }
 
+// relayCounts is rv_relay.c's counts, read and written as stats is read.
+var relayCounts = (*[3]uint64)(unsafe.Pointer(C.rv_relay_counts()))
+
 // RelayCounts are the requests the VM has read from the front end, and
 // those of them it is not done with.
 func RelayCounts() (admitted uint64, inflight int64) {
-	var a C.uint64_t
-	var n C.int64_t
-	C.rv_relay_counts(&a, &n)
-	return uint64(a), int64(n)
+	return atomic.LoadUint64(&relayCounts[0]), int64(atomic.LoadUint64(&relayCounts[1]))
 }
+
+// RelayArm has the relay write RelayOpen's eventfd when the next request
+// comes; false when one is in flight already.
+func RelayArm() bool {
+	atomic.StoreUint64(&relayCounts[2], 1)
+	if atomic.LoadUint64(&relayCounts[1]) != 0 {
+		atomic.StoreUint64(&relayCounts[2], 0)
+		return false
+	}
+	return true
+}
+
+// RelayDisarm takes RelayArm back.
+func RelayDisarm() { atomic.StoreUint64(&relayCounts[2], 0) }

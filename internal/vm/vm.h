@@ -18,7 +18,8 @@ typedef struct rv_config {
     uint64_t window;      /* response bytes in flight per stream */
 } rv_config;
 
-/* What the VM thread reports about itself, read by Go at any time. */
+/* What the VM thread reports about itself, read by Go at any time: each
+ * field is written atomically, and read so (vm.ReadStats). */
 typedef struct rv_vm_stats {
     uint64_t busy_ns;         /* time the VM thread spent outside its wait, up to
                                  its last wait */
@@ -45,7 +46,10 @@ int rv_join(void);
 rv_msg *rv_msg_new(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, size_t len);
 void rv_msg_free(rv_msg *m);
 void rv_release_memory(void);
-void rv_read_stats(rv_vm_stats *out);
+/* The VM's figures, which Go reads with atomic loads, without a call:
+ * a cgo call from an idle process wakes Go's sysmon, which then polls
+ * for a while. */
+const rv_vm_stats *rv_stats_view(void);
 void rv_stall_check(uint64_t since);
 void rv_cancel(uint64_t stream, uint32_t flags);
 void rv_interrupt_request(uint64_t stream, uint32_t reason);
@@ -55,15 +59,17 @@ const char *rv_ruby_platform(void);
 const char *rv_built_abi(void);
 
 /* A worker's frames to the front end (rv_relay.c): open with the socket
- * before the VM boots; send frames Go makes, or messages (freed); finish
- * writes what is left and shuts the write side. counts: requests the relay
- * read, and those not yet final. */
-void rv_relay_open(int fd);
+ * before the VM boots (it returns an eventfd written when a request comes
+ * while Go's reporter is armed); send frames Go makes, or messages
+ * (freed); finish writes what is left and shuts the write side. counts:
+ * requests the relay read, those not yet final, and the reporter's arm,
+ * shared with Go. */
+int rv_relay_open(int fd);
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
                    const void *data, size_t len);
 void rv_relay_send_msg(rv_msg *m);
 void rv_relay_finish(void);
-void rv_relay_counts(uint64_t *admitted, int64_t *inflight);
+uint64_t *rv_relay_counts(void); /* atomically: admitted, inflight (an int64), armed */
 
 /* A handler waiting for its own request's messages (rv_direct.c): at most
  * RV_DIRECT_MAX at once, limited further by rv_direct_limit. claim returns
