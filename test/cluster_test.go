@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -89,6 +90,38 @@ func TestClusterServes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A chunk the app streams reaches the client while the app goes on
+// computing without yielding: the worker's VM thread, held by that Ruby
+// code, writes nothing itself until it is back in its loop, so its Go side
+// writes what it sent (rv_relay_flush_held).
+func TestClusterStreamWhileHeld(t *testing.T) {
+	s := start(t, "-w", "1", app("cluster.ru"))
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	began := time.Now()
+	io.WriteString(c, "GET /stream-held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte("first\n")) {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("before the first chunk: %v (%q)", err, got)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Fatalf("the first chunk came after %v, with the app's second of Ruby: want it before", took)
+	}
+	rest, _ := io.ReadAll(c)
+	if !bytes.Contains(append(got, rest...), []byte("second\n")) {
+		t.Fatalf("no second chunk: %q", append(got, rest...))
+	}
 }
 
 // A worker killed mid-request fails only the requests it ran (502, and a

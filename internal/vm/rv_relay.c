@@ -263,6 +263,19 @@ void rv_relay_flush(void)
     arm_out(!done);
 }
 
+/* From Go's reporter while requests are in flight: what a fiber that
+ * holds the VM thread sent (a streamed chunk, a log line) waits for the
+ * end of the loop's turn, which may be long in coming; write it now. */
+void rv_relay_flush_held(void)
+{
+    if (!R.reading || !atomic_load_explicit(&rv_stat.running_since, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&R.mu);
+    if (!flush_locked())
+        rv_inbox_wake(&rv_to_vm); /* the loop watches for room once it runs */
+    pthread_mutex_unlock(&R.mu);
+}
+
 void rv_relay_finish(void)
 {
     pthread_mutex_lock(&R.mu);

@@ -222,6 +222,11 @@ func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []b
 // RV_OUT_FILE's descriptor with it) and frees it.
 func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) }
 
+// RelayFlushHeld writes what the VM sent for the front end while Ruby
+// code holds its thread (a streamed chunk), which would otherwise wait for
+// the loop's turn to end.
+func RelayFlushHeld() { C.rv_relay_flush_held() }
+
 // RelayFinish writes what is left for the front end and shuts the
 // socket's write side; later frames are dropped.
 func RelayFinish() { C.rv_relay_finish() }

@@ -41,6 +41,16 @@ run lambda { |env|
   when "/upload"
     body = env["rack.input"].read
     [200, text, ["#{body.bytesize} #{Digest::SHA256.hexdigest(body)}"]]
+  when "/stream-held"
+    # The second chunk comes after a second of Ruby that never yields.
+    body = Enumerator.new do |y|
+      y << "first\n"
+      began = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - began < 1.0
+      y << "second\n"
+    end
+    [200, text, body]
   when "/stream"
     body = Enumerator.new { |y| 5.times { |i| y << "chunk #{i}\n"; sleep 0.01 } }
     [200, text, body]
