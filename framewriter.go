@@ -29,8 +29,8 @@ type frameWriter struct {
 }
 
 // maxBatchFDs keeps a batch's descriptors under the kernel's limit for one
-// message (SCM_MAX_FD, 253).
-const maxBatchFDs = 200
+// message (wire.h's RV_FRAME_MAX_FDS, which the worker's relay keeps too).
+const maxBatchFDs = wire.FrameMaxFds
 
 func newFrameWriter(c *net.UnixConn) *frameWriter {
 	fw := &frameWriter{conn: c}

@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MAX_FDS 200        /* descriptors sent with one sendmsg (SCM_MAX_FD is 253) */
+#define MAX_FDS RV_FRAME_MAX_FDS
 #define FLUSH_AT (256 << 10) /* the VM thread writes at once past this much */
 
 _Thread_local int rv_vm_thread; /* set on the VM thread (rv_boot.c) */
@@ -430,7 +430,7 @@ static void readable(void)
                 abort();
             R.in_cap = cap;
         }
-        char cbuf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+        char cbuf[CMSG_SPACE((MAX_FDS + 16) * sizeof(int))];
         struct iovec iov = {R.in + R.in_len, R.in_cap - R.in_len};
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
         ssize_t n = recvmsg(R.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -444,6 +444,10 @@ static void readable(void)
         }
         if (mh.msg_controllen > 0)
             keep_fds(&mh);
+        if (mh.msg_flags & MSG_CTRUNC) { /* the kernel closed the rest */
+            end(RV_RELAY_FAILED, "a descriptor from the front end was lost (control message cut short)");
+            return;
+        }
         if (n == 0) {
             end(R.in_len ? RV_RELAY_FAILED : RV_RELAY_CLOSED, R.in_len ? "the front end's socket ended within a frame" : NULL);
             return;

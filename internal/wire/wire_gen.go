@@ -82,7 +82,9 @@ const (
 const (
 	FrameHeader      = 32
 	WorkerStatsCount = 15
-	FrameMax         = 1073741824
+	// a longer frame is a broken stream: the worker is replaced
+	FrameMax    = 1073741824
+	FrameMaxFds = 200
 )
 
 const (
