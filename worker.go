@@ -199,7 +199,7 @@ func (rt *Runtime) relayMsg(m *vm.Msg) {
 // says at once when Ruby code holds the VM thread past heldAfter (and when
 // it lets go), so that new requests go to other workers meanwhile. It
 // looks every heldAfter/2 while requests are in flight or were lately,
-// and then writes what a VM thread held by Ruby code sent meanwhile;
+// and then writes what a VM thread held past heldAfter sent meanwhile;
 // once the worker is quiet it sleeps until the relay says a request came
 // (on busy, RelayOpen's eventfd), so an idle worker costs no wakeups.
 func (rt *Runtime) reportTo(busy *os.File) {
@@ -213,7 +213,7 @@ func (rt *Runtime) reportTo(busy *os.File) {
 		}
 		if time.Since(lastBusy) < quietAfter {
 			time.Sleep(heldAfter / 2)
-			vm.RelayFlushHeld()
+			vm.RelayFlushHeld(heldAfter)
 		} else if vm.RelayArm() {
 			busy.SetReadDeadline(nextStats)
 			busy.Read(buf[:])

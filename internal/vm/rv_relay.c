@@ -263,12 +263,14 @@ void rv_relay_flush(void)
     arm_out(!done);
 }
 
-/* From Go's reporter while requests are in flight: what a fiber that
- * holds the VM thread sent (a streamed chunk, a log line) waits for the
- * end of the loop's turn, which may be long in coming; write it now. */
-void rv_relay_flush_held(void)
+/* From Go's reporter while requests are in flight: what a fiber that has
+ * held the VM thread for after_ns sent (a streamed chunk, a log line)
+ * waits for the end of the loop's turn, which may be long in coming; write
+ * it now. A turn of short requests is not cut: its batch stays one write. */
+void rv_relay_flush_held(uint64_t after_ns)
 {
-    if (!R.reading || !atomic_load_explicit(&rv_stat.running_since, memory_order_relaxed))
+    uint64_t since = atomic_load_explicit(&rv_stat.running_since, memory_order_relaxed);
+    if (!R.reading || !since || rv_now() - since < after_ns)
         return;
     pthread_mutex_lock(&R.mu);
     if (!flush_locked())

@@ -223,9 +223,9 @@ func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []b
 func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) }
 
 // RelayFlushHeld writes what the VM sent for the front end while Ruby
-// code holds its thread (a streamed chunk), which would otherwise wait for
-// the loop's turn to end.
-func RelayFlushHeld() { C.rv_relay_flush_held() }
+// code has held its thread for after (a streamed chunk), which would
+// otherwise wait for the loop's turn to end.
+func RelayFlushHeld(after time.Duration) { C.rv_relay_flush_held(C.uint64_t(after)) }
 
 // RelayFinish writes what is left for the front end and shuts the
 // socket's write side; later frames are dropped.
