@@ -31,6 +31,32 @@
 
 _Thread_local int rv_vm_thread; /* set on the VM thread (rv_boot.c) */
 
+/* Descriptors in the order their frames come, oldest first. */
+typedef struct fd_queue {
+    int *fd;
+    int n, cap;
+} fd_queue;
+
+static void fd_push(fd_queue *q, int fd)
+{
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 16;
+        q->fd = realloc(q->fd, (size_t)q->cap * sizeof(int));
+        if (!q->fd)
+            abort();
+    }
+    q->fd[q->n++] = fd;
+}
+
+/* Takes the k oldest off the queue, closing them. */
+static void fd_close_front(fd_queue *q, int k)
+{
+    for (int i = 0; i < k; i++)
+        close(q->fd[i]);
+    memmove(q->fd, q->fd + k, (size_t)(q->n - k) * sizeof(int));
+    q->n -= k;
+}
+
 static struct {
     int fd; /* -1: no relay (one process) */
 
@@ -38,8 +64,7 @@ static struct {
     pthread_mutex_t mu;
     char *out;
     size_t off, len, cap;
-    int *fds; /* descriptors of frames not yet sent, oldest first */
-    int nfds, fds_cap;
+    fd_queue out_fds; /* descriptors of frames not yet sent */
     uint64_t written; /* bytes written since the start */
     int broken;       /* a write failed: what comes is dropped */
     int closed;       /* rv_relay_finish ran */
@@ -50,8 +75,7 @@ static struct {
     int out_armed; /* EPOLLOUT is in the epoll set */
     char *in;
     size_t in_len, in_cap;
-    int *in_fds; /* descriptors received, not yet taken by a frame */
-    int in_nfds, in_cap_fds;
+    fd_queue in_fds; /* descriptors received, not yet taken by a frame */
 } R = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Requests read, those not yet final (an int64), and whether Go's
@@ -105,9 +129,7 @@ static void put_frame(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t a
 
 static void drop_out(void)
 {
-    for (int i = 0; i < R.nfds; i++)
-        close(R.fds[i]);
-    R.nfds = 0;
+    fd_close_front(&R.out_fds, R.out_fds.n);
     R.off = R.len = 0;
 }
 
@@ -117,10 +139,10 @@ static int flush_locked(void)
 {
     while (!R.broken && R.off < R.len) {
         ssize_t n;
-        if (R.nfds > 0) {
+        if (R.out_fds.n > 0) {
             /* A frame's descriptor goes no later than its first byte:
              * with the sendmsg that starts at or before that frame. */
-            int k = R.nfds < MAX_FDS ? R.nfds : MAX_FDS;
+            int k = R.out_fds.n < MAX_FDS ? R.out_fds.n : MAX_FDS;
             char cbuf[CMSG_SPACE(MAX_FDS * sizeof(int))];
             memset(cbuf, 0, sizeof cbuf);
             struct iovec iov = {R.out + R.off, R.len - R.off};
@@ -130,14 +152,10 @@ static int flush_locked(void)
             c->cmsg_level = SOL_SOCKET;
             c->cmsg_type = SCM_RIGHTS;
             c->cmsg_len = CMSG_LEN(k * sizeof(int));
-            memcpy(CMSG_DATA(c), R.fds, k * sizeof(int));
+            memcpy(CMSG_DATA(c), R.out_fds.fd, k * sizeof(int));
             n = sendmsg(R.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (n > 0) {
-                for (int i = 0; i < k; i++)
-                    close(R.fds[i]);
-                memmove(R.fds, R.fds + k, (size_t)(R.nfds - k) * sizeof(int));
-                R.nfds -= k;
-            }
+            if (n > 0)
+                fd_close_front(&R.out_fds, k); /* they crossed: the front end has its own */
         } else {
             n = send(R.fd, R.out + R.off, R.len - R.off, MSG_DONTWAIT | MSG_NOSIGNAL);
         }
@@ -158,12 +176,12 @@ static int flush_locked(void)
     return 1;
 }
 
-/* Writes until the bytes up to target are out (or the socket broke),
- * waiting for room: for threads other than the VM thread, which may be
- * held by Ruby code and flush nothing meanwhile. */
-static void flush_until(uint64_t target)
+/* Writes until the bytes up to target are out (or the socket broke, or
+ * the deadline passed), waiting for room: for threads other than the VM
+ * thread, which may be held by Ruby code and flush nothing meanwhile. */
+static void flush_until(uint64_t target, uint64_t deadline)
 {
-    while (!flush_locked() && R.written < target) {
+    while (!flush_locked() && R.written < target && rv_now() < deadline) {
         pthread_mutex_unlock(&R.mu);
         struct pollfd p = {.fd = R.fd, .events = POLLOUT};
         poll(&p, 1, 100);
@@ -185,7 +203,7 @@ void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
     pthread_mutex_lock(&R.mu);
     if (R.fd >= 0 && !R.closed && !R.broken) {
         put_frame(kind, stream, flags, aux, data, len);
-        flush_until(R.written + (R.len - R.off));
+        flush_until(R.written + (R.len - R.off), UINT64_MAX);
     }
     pthread_mutex_unlock(&R.mu);
 }
@@ -204,15 +222,8 @@ static void put_msg(rv_msg *m)
             close(fd);
         return;
     }
-    if (fd >= 0) {
-        if (R.nfds == R.fds_cap) {
-            R.fds_cap = R.fds_cap ? 2 * R.fds_cap : 16;
-            R.fds = realloc(R.fds, (size_t)R.fds_cap * sizeof(int));
-            if (!R.fds)
-                abort();
-        }
-        R.fds[R.nfds++] = fd;
-    }
+    if (fd >= 0)
+        fd_push(&R.out_fds, fd);
     put_frame(m->kind, m->stream, m->flags, m->aux, m->data, m->len);
 }
 
@@ -220,7 +231,7 @@ void rv_relay_send_msg(rv_msg *m)
 {
     pthread_mutex_lock(&R.mu);
     put_msg(m);
-    flush_until(R.written + (R.len - R.off));
+    flush_until(R.written + (R.len - R.off), UINT64_MAX);
     pthread_mutex_unlock(&R.mu);
     rv_msg_free(m);
 }
@@ -282,13 +293,7 @@ void rv_relay_finish(void)
 {
     pthread_mutex_lock(&R.mu);
     if (R.fd >= 0 && !R.closed) {
-        uint64_t give_up = rv_now() + 5000000000u;
-        while (!flush_locked() && rv_now() < give_up) {
-            struct pollfd p = {.fd = R.fd, .events = POLLOUT};
-            pthread_mutex_unlock(&R.mu);
-            poll(&p, 1, 100);
-            pthread_mutex_lock(&R.mu);
-        }
+        flush_until(UINT64_MAX, rv_now() + 5000000000u);
         drop_out();
         R.closed = 1;
         shutdown(R.fd, SHUT_WR);
@@ -323,11 +328,11 @@ static void end(uint64_t why, const char *text)
 
 static int take_fd(void)
 {
-    if (R.in_nfds == 0)
+    if (R.in_fds.n == 0)
         return -1;
-    int fd = R.in_fds[0];
-    memmove(R.in_fds, R.in_fds + 1, (size_t)(R.in_nfds - 1) * sizeof(int));
-    R.in_nfds--;
+    int fd = R.in_fds.fd[0];
+    memmove(R.in_fds.fd, R.in_fds.fd + 1, (size_t)(R.in_fds.n - 1) * sizeof(int));
+    R.in_fds.n--;
     return fd;
 }
 
@@ -411,13 +416,7 @@ static void keep_fds(struct msghdr *mh)
         for (int i = 0; i < k; i++) {
             int fd;
             memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            if (R.in_nfds == R.in_cap_fds) {
-                R.in_cap_fds = R.in_cap_fds ? 2 * R.in_cap_fds : 16;
-                R.in_fds = realloc(R.in_fds, (size_t)R.in_cap_fds * sizeof(int));
-                if (!R.in_fds)
-                    abort();
-            }
-            R.in_fds[R.in_nfds++] = fd;
+            fd_push(&R.in_fds, fd);
         }
     }
 }
