@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	ossignal "os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -36,17 +37,8 @@ type workerConfig struct {
 	Clusters       string        `json:"clusters"`
 }
 
-// heldAfter is how long Ruby code may hold a worker's VM thread before
-// the front end stops sending that worker new requests.
-const heldAfter = 10 * time.Millisecond
-
 // statsEvery is how often a worker reports its figures.
 const statsEvery = 500 * time.Millisecond
-
-// quietAfter is how long a worker goes without a request in flight before
-// its reporter stops looking every heldAfter/2 and sleeps until the next
-// request comes (or its figures are due).
-const quietAfter = 100 * time.Millisecond
 
 // urgentStopWait is how long a stop that came on the urgent socket waits for the
 // same stop on the socket, which the VM thread reads unless Ruby code
@@ -69,6 +61,10 @@ func RunWorker(fd int) int {
 	// reaches every process of the group, and a worker stops when the
 	// front end tells it to, after the drain.
 	ossignal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	// The worker's Go side has little to do once the VM thread relays the
+	// frames (its figures, the urgent socket): one processor keeps it from
+	// waking a second thread to look for work, on a core a VM thread needs.
+	runtime.GOMAXPROCS(1)
 	// The app's child processes must not hold the sockets.
 	syscall.CloseOnExec(fd)
 	syscall.CloseOnExec(fd + 1)
@@ -92,7 +88,7 @@ func RunWorker(fd int) int {
 		return 1
 	}
 	log := workerLogger(cfg.Slot)
-	busy := vm.RelayOpen(fd)
+	opened := vm.RelayOpen(fd)
 	fail := func(text string) int {
 		vm.RelaySend(wire.WorkerReady, 0, 0, 0, []byte(text))
 		vm.RelayFinish()
@@ -103,8 +99,8 @@ func RunWorker(fd int) int {
 	rt.relay = true
 	rt.relayEnd = make(chan relayEnd, 1)
 	rt.relayDone = make(chan struct{})
-	if busy < 0 {
-		return fail("an eventfd: " + syscall.Errno(-busy).Error())
+	if opened < 0 {
+		return fail("an eventfd: " + syscall.Errno(-opened).Error())
 	}
 	if err := rt.bootLocal(); err != nil {
 		return fail("starting Ruby: " + err.Error())
@@ -119,8 +115,11 @@ func RunWorker(fd int) int {
 	if r := rt.controlFlags(wire.InRelay, uint32(r.result), uint64(fd), rest); r.result == 0 {
 		return fail(r.text)
 	}
+	if e := vm.WatchHeld(); e < 0 {
+		return fail("starting the held watch: " + syscall.Errno(-e).Error())
+	}
 	vm.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
-	go rt.reportTo(os.NewFile(uintptr(busy), "ruvoy-busy"))
+	go rt.reportStats()
 	go rt.listenUrgent(fd + 1)
 
 	if end := <-rt.relayEnd; end.why == wire.RelayFailed {
@@ -195,55 +194,13 @@ func (rt *Runtime) relayMsg(m *vm.Msg) {
 	vm.RelaySendMsg(m)
 }
 
-// reportTo sends the front end the worker's figures every statsEvery, and
-// says at once when Ruby code holds the VM thread past heldAfter (and when
-// it lets go), so that new requests go to other workers meanwhile. It
-// looks every heldAfter/2 while requests are in flight or were lately,
-// and then writes what a VM thread held past heldAfter sent meanwhile;
-// once the worker is quiet it sleeps until the relay says a request came
-// (on busy, RelayOpen's eventfd), so an idle worker costs no wakeups.
-func (rt *Runtime) reportTo(busy *os.File) {
-	held := false
-	nextStats := time.Now()
-	lastBusy := time.Now()
-	var buf [8]byte
+// reportStats sends the front end the worker's figures every statsEvery.
+// When Ruby code holds the VM thread, the held watch says so (rv_held.c).
+func (rt *Runtime) reportStats() {
 	for {
-		if _, inflight := vm.RelayCounts(); inflight > 0 || held {
-			lastBusy = time.Now()
-		}
-		if time.Since(lastBusy) < quietAfter {
-			time.Sleep(heldAfter / 2)
-			vm.RelayFlushHeld(heldAfter)
-		} else if vm.RelayArm() {
-			busy.SetReadDeadline(nextStats)
-			busy.Read(buf[:])
-			vm.RelayDisarm()
-		}
-		if now := runningFor(vm.ReadStats()) > heldAfter; now != held {
-			held = now
-			var aux uint64
-			if held {
-				aux = 1
-			}
-			vm.RelaySend(wire.WorkerHeld, 0, 0, aux, nil)
-		}
-		if time.Now().After(nextStats) {
-			nextStats = time.Now().Add(statsEvery)
-			vm.RelaySend(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(rt.Stats(), rt.counters.stalls.Load(), processRSS(os.Getpid()))))
-		}
+		vm.RelaySend(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(rt.Stats(), rt.counters.stalls.Load(), processRSS(os.Getpid()))))
+		time.Sleep(statsEvery)
 	}
-}
-
-// runningFor is how long Ruby code has held the VM thread; it reads the
-// clock (a cgo call) only while Ruby code runs.
-func runningFor(s vm.Stats) time.Duration {
-	if s.RunningSince == 0 {
-		return 0
-	}
-	if now := vm.Now(); now > s.RunningSince {
-		return time.Duration(now - s.RunningSince)
-	}
-	return 0
 }
 
 // workerLogger writes a worker's own log entries (the Go side's; its VM's

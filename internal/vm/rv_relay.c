@@ -78,14 +78,14 @@ static struct {
     fd_queue in_fds; /* descriptors received, not yet taken by a frame */
 } R = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Requests read, those not yet final (an int64), and whether Go's
- * reporter sleeps until a request comes (it sets ARMED, then looks at
- * INFLIGHT; the relay counts one in, then looks at ARMED: whichever comes
- * second sees the other), shared with Go, which reads and writes them
- * atomically without a call (vm.RelayCounts). */
+/* Requests read, those not yet final (an int64), and whether the held
+ * watch sleeps until a request comes (rv_held.c: it sets ARMED, then looks
+ * at INFLIGHT; the relay counts one in, then looks at ARMED: whichever
+ * comes second sees the other); Go reads them atomically without a call
+ * (vm.RelayCounts). */
 static _Atomic uint64_t counts[3];
 enum { ADMITTED, INFLIGHT, ARMED };
-static int busy_efd = -1; /* written when a request comes to an ARMED reporter */
+static int busy_efd = -1; /* written when a request comes to an ARMED watch */
 
 /* ---- out ---- */
 
@@ -195,7 +195,12 @@ int rv_relay_open(int fd)
     R.fd = fd;
     pthread_mutex_unlock(&R.mu);
     busy_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    return busy_efd < 0 ? -errno : busy_efd;
+    return busy_efd < 0 ? -errno : 0;
+}
+
+int rv_relay_busy_fd(void)
+{
+    return busy_efd;
 }
 
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)
@@ -274,7 +279,7 @@ void rv_relay_flush(void)
     arm_out(!done);
 }
 
-/* From Go's reporter while requests are in flight: what a fiber that has
+/* From the held watch while requests are in flight: what a fiber that has
  * held the VM thread for after_ns sent (a streamed chunk, a log line)
  * waits for the end of the loop's turn, which may be long in coming; write
  * it now. A turn of short requests is not cut: its batch stays one write. */

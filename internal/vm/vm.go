@@ -205,9 +205,13 @@ func DirectRelease(slot int) *Msg { return (*Msg)(unsafe.Pointer(C.rv_direct_rel
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too
-// once it gets wire.InRelay. It returns the descriptor RelayArm's wait
-// reads (an eventfd), or -errno.
+// once it gets wire.InRelay. It returns 0 or -errno.
 func RelayOpen(fd int) int { return int(C.rv_relay_open(C.int(fd))) }
+
+// WatchHeld starts the thread that tells the front end when Ruby code
+// holds the VM thread, and writes what a held VM sent (rv_held.c). It
+// returns 0 or -errno.
+func WatchHeld() int { return int(C.rv_held_watch()) }
 
 // RelaySend sends the front end a frame, waiting for room if need be.
 func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
@@ -222,11 +226,6 @@ func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []b
 // RV_OUT_FILE's descriptor with it) and frees it.
 func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) }
 
-// RelayFlushHeld writes what the VM sent for the front end while Ruby
-// code has held its thread for after (a streamed chunk), which would
-// otherwise wait for the loop's turn to end.
-func RelayFlushHeld(after time.Duration) { C.rv_relay_flush_held(C.uint64_t(after)) }
-
 // RelayFinish writes what is left for the front end and shuts the
 // socket's write side; later frames are dropped.
 func RelayFinish() { C.rv_relay_finish() }
@@ -239,17 +238,3 @@ var relayCounts = (*[3]uint64)(unsafe.Pointer(C.rv_relay_counts()))
 func RelayCounts() (admitted uint64, inflight int64) {
 	return atomic.LoadUint64(&relayCounts[0]), int64(atomic.LoadUint64(&relayCounts[1]))
 }
-
-// RelayArm has the relay write RelayOpen's eventfd when the next request
-// comes; false when one is in flight already.
-func RelayArm() bool {
-	atomic.StoreUint64(&relayCounts[2], 1)
-	if atomic.LoadUint64(&relayCounts[1]) != 0 {
-		atomic.StoreUint64(&relayCounts[2], 0)
-		return false
-	}
-	return true
-}
-
-// RelayDisarm takes RelayArm back.
-func RelayDisarm() { atomic.StoreUint64(&relayCounts[2], 0) }
