@@ -10,9 +10,9 @@ import (
 )
 
 // An idle server sleeps: once requests stop, its stall detector looks
-// every 250 ms instead of every 25, and a worker's reporter waits for the
+// every 250 ms instead of every 25, and a worker's held watch waits for the
 // next request instead of looking every few milliseconds (watchdog.go,
-// worker.go). Counted as context switches of the process's threads over 3
+// internal/vm/rv_held.c). Counted as context switches of the process's threads over 3
 // s of idleness: about 50 a second here, where the builds before made 300
 // (one process) and 370 (a worker); the bound, 150 a second, leaves room
 // for a busy machine.

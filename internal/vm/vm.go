@@ -155,7 +155,7 @@ type Stats struct {
 // stats is the VM's figures where C keeps them (rv_stats_view): Go reads
 // them with atomic loads, not a cgo call, which from an idle process wakes
 // Go's sysmon (it then polls every 20 µs for a while): the stall detector
-// and a worker's reporter read them every few milliseconds.
+// reads them every few milliseconds.
 var stats = (*[unsafe.Sizeof(C.rv_vm_stats{}) / 8]uint64)(unsafe.Pointer(C.rv_stats_view()))
 
 // ReadStats reads the VM's figures without stopping it.
@@ -230,7 +230,7 @@ func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) 
 // socket's write side; later frames are dropped.
 func RelayFinish() { C.rv_relay_finish() }
 
-// relayCounts is rv_relay.c's counts, read and written as stats is read.
+// relayCounts is rv_relay.c's counts, read as stats is read.
 var relayCounts = (*[3]uint64)(unsafe.Pointer(C.rv_relay_counts()))
 
 // RelayCounts are the requests the VM has read from the front end, and
