@@ -56,7 +56,7 @@ const (
 	// heldPenalty ranks a worker whose VM thread is held behind every
 	// worker that is not: it gets new requests only when all are held,
 	// and then the one held the shortest time first (a busy machine can
-	// hold a healthy worker past 10 ms, rv_held.c, for a moment; one stuck in a
+	// hold a healthy worker past rv_held.c's 10 ms for a moment; one stuck in a
 	// long call must not win because it has fewer requests).
 	heldPenalty = 1 << 40
 	rssEvery    = 5 * time.Second

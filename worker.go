@@ -88,7 +88,7 @@ func RunWorker(fd int) int {
 		return 1
 	}
 	log := workerLogger(cfg.Slot)
-	opened := vm.RelayOpen(fd)
+	vm.RelayOpen(fd)
 	fail := func(text string) int {
 		vm.RelaySend(wire.WorkerReady, 0, 0, 0, []byte(text))
 		vm.RelayFinish()
@@ -99,9 +99,6 @@ func RunWorker(fd int) int {
 	rt.relay = true
 	rt.relayEnd = make(chan relayEnd, 1)
 	rt.relayDone = make(chan struct{})
-	if opened < 0 {
-		return fail("an eventfd: " + syscall.Errno(-opened).Error())
-	}
 	if err := rt.bootLocal(); err != nil {
 		return fail("starting Ruby: " + err.Error())
 	}

@@ -6,8 +6,8 @@
  * HELD_NS it tells the front end (RV_WORKER_HELD), which sends new requests
  * to other workers meanwhile, and writes what the held VM sent (a streamed
  * chunk, a log line: rv_relay_flush_held); it says so again when Ruby lets
- * go. A quiet worker's watch sleeps on the relay's eventfd until a request
- * comes. It used to be a goroutine: each of its looks woke Go's timer
+ * go. A quiet worker's watch sleeps on an eventfd the relay writes when a
+ * request comes (rv_held_busy). It used to be a goroutine: each of its looks woke Go's timer
  * thread, often twice, and sysmon after the cgo call, about five switches
  * a look where this thread makes one (docs/benchmarks.md, "Cluster mode").
  */
@@ -16,28 +16,43 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #define HELD_NS (10 * 1000000ull)   /* held this long, a worker takes no new requests */
 #define QUIET_NS (100 * 1000000ull) /* this long without one in flight, the watch sleeps */
 
-enum { INFLIGHT = 1, ARMED = 2 }; /* rv_relay_counts' order */
+enum { INFLIGHT = 1 }; /* rv_relay_counts' order */
 
-/* Sleeps until a request comes, unless one is in flight already: the
- * relay writes the eventfd when it counts one in and finds ARMED set. */
-static void sleep_until_busy(_Atomic uint64_t *counts, int busy_fd)
+/* Whether the watch sleeps until a request comes: it sets armed, then
+ * looks at the requests in flight; the relay counts one in, then looks at
+ * armed (rv_held_busy): whichever comes second sees the other. */
+static _Atomic int armed;
+static int wake_fd = -1; /* written when a request comes to an armed watch */
+
+void rv_held_busy(void)
 {
-    atomic_store(&counts[ARMED], 1);
+    if (atomic_load(&armed) && atomic_exchange(&armed, 0)) {
+        uint64_t one = 1;
+        while (write(wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+/* Sleeps until a request comes, unless one is in flight already. */
+static void sleep_until_busy(_Atomic uint64_t *counts)
+{
+    atomic_store(&armed, 1);
     if (atomic_load(&counts[INFLIGHT]) == 0) {
-        struct pollfd p = {.fd = busy_fd, .events = POLLIN};
+        struct pollfd p = {.fd = wake_fd, .events = POLLIN};
         while (poll(&p, 1, -1) < 0 && errno == EINTR)
             ;
         uint64_t n;
-        while (read(busy_fd, &n, sizeof n) < 0 && errno == EINTR)
+        while (read(wake_fd, &n, sizeof n) < 0 && errno == EINTR)
             ;
     }
-    atomic_store(&counts[ARMED], 0);
+    atomic_store(&armed, 0);
 }
 
 static int held_now(void)
@@ -52,7 +67,6 @@ static void *watch(void *arg)
     (void)arg;
     rv_signals_block(); /* the process's signals are Go's */
     _Atomic uint64_t *counts = (_Atomic uint64_t *)rv_relay_counts();
-    int busy_fd = rv_relay_busy_fd();
     int held = 0;
     uint64_t last_busy = rv_now();
     for (;;) {
@@ -61,12 +75,13 @@ static void *watch(void *arg)
         if (rv_now() - last_busy < QUIET_NS) {
             struct timespec ts = {0, (long)(HELD_NS / 2)};
             nanosleep(&ts, NULL);
-            rv_relay_flush_held(HELD_NS);
         } else {
-            sleep_until_busy(counts, busy_fd);
+            sleep_until_busy(counts);
             last_busy = rv_now();
         }
         int now = held_now();
+        if (now)
+            rv_relay_flush_held();
         if (now != held) {
             held = now;
             rv_relay_send(RV_WORKER_HELD, 0, 0, (uint64_t)held, NULL, 0);
@@ -77,6 +92,9 @@ static void *watch(void *arg)
 
 int rv_held_watch(void)
 {
+    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0)
+        return -errno;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

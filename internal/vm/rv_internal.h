@@ -43,8 +43,8 @@ void rv_relay_begin(rv_msg *m);         /* RV_IN_RELAY */
 void rv_relay_flush(void);              /* the loop, before it waits */
 int rv_relay_fd(void);                  /* the socket the loop reads, or -1 */
 void rv_relay_events(uint32_t events);  /* epoll says the socket is ready */
-void rv_relay_flush_held(uint64_t after_ns); /* writes what a VM held that long sent */
-int rv_relay_busy_fd(void);             /* the eventfd that wakes an armed held watch */
+void rv_relay_flush_held(void);         /* writes what a held VM thread sent */
+void rv_held_busy(void);                /* a request came to a worker with none in flight */
 
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -78,14 +77,11 @@ static struct {
     fd_queue in_fds; /* descriptors received, not yet taken by a frame */
 } R = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Requests read, those not yet final (an int64), and whether the held
- * watch sleeps until a request comes (rv_held.c: it sets ARMED, then looks
- * at INFLIGHT; the relay counts one in, then looks at ARMED: whichever
- * comes second sees the other); Go reads them atomically without a call
+/* Requests read and those not yet final (an int64): the held watch
+ * reads them (rv_held.c), and Go atomically without a call
  * (vm.RelayCounts). */
-static _Atomic uint64_t counts[3];
-enum { ADMITTED, INFLIGHT, ARMED };
-static int busy_efd = -1; /* written when a request comes to an ARMED watch */
+static _Atomic uint64_t counts[2];
+enum { ADMITTED, INFLIGHT };
 
 /* ---- out ---- */
 
@@ -189,18 +185,11 @@ static void flush_until(uint64_t target, uint64_t deadline)
     }
 }
 
-int rv_relay_open(int fd)
+void rv_relay_open(int fd)
 {
     pthread_mutex_lock(&R.mu);
     R.fd = fd;
     pthread_mutex_unlock(&R.mu);
-    busy_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    return busy_efd < 0 ? -errno : 0;
-}
-
-int rv_relay_busy_fd(void)
-{
-    return busy_efd;
 }
 
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)
@@ -279,14 +268,13 @@ void rv_relay_flush(void)
     arm_out(!done);
 }
 
-/* From the held watch while requests are in flight: what a fiber that has
- * held the VM thread for after_ns sent (a streamed chunk, a log line)
- * waits for the end of the loop's turn, which may be long in coming; write
- * it now. A turn of short requests is not cut: its batch stays one write. */
-void rv_relay_flush_held(uint64_t after_ns)
+/* From the held watch once Ruby code has held the VM thread: what a fiber
+ * sent meanwhile (a streamed chunk, a log line) waits for the end of the
+ * loop's turn, which may be long in coming; write it now. A turn of short
+ * requests is not cut: its batch stays one write. */
+void rv_relay_flush_held(void)
 {
-    uint64_t since = atomic_load_explicit(&rv_stat.running_since, memory_order_relaxed);
-    if (!R.reading || !since || rv_now() - since < after_ns)
+    if (!R.reading)
         return;
     pthread_mutex_lock(&R.mu);
     if (!flush_locked())
@@ -353,12 +341,8 @@ static void frame_in(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t au
     case RV_IN_REQUEST:
         aux = R.app; /* the front end's number for it is not the VM's */
         atomic_fetch_add_explicit(&counts[ADMITTED], 1, memory_order_relaxed);
-        if (atomic_fetch_add(&counts[INFLIGHT], 1) == 0 && atomic_load(&counts[ARMED]) &&
-            atomic_exchange(&counts[ARMED], 0)) {
-            uint64_t one = 1;
-            while (write(busy_efd, &one, sizeof one) < 0 && errno == EINTR)
-                ;
-        }
+        if (atomic_fetch_add(&counts[INFLIGHT], 1) == 0)
+            rv_held_busy();
         break;
     case RV_IN_CANCEL: {
         uint32_t slot = RV_SLOT(stream);

@@ -205,8 +205,8 @@ func DirectRelease(slot int) *Msg { return (*Msg)(unsafe.Pointer(C.rv_direct_rel
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too
-// once it gets wire.InRelay. It returns 0 or -errno.
-func RelayOpen(fd int) int { return int(C.rv_relay_open(C.int(fd))) }
+// once it gets wire.InRelay.
+func RelayOpen(fd int) { C.rv_relay_open(C.int(fd)) }
 
 // WatchHeld starts the thread that tells the front end when Ruby code
 // holds the VM thread, and writes what a held VM sent (rv_held.c). It
@@ -231,7 +231,7 @@ func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) 
 func RelayFinish() { C.rv_relay_finish() }
 
 // relayCounts is rv_relay.c's counts, read as stats is read.
-var relayCounts = (*[3]uint64)(unsafe.Pointer(C.rv_relay_counts()))
+var relayCounts = (*[2]uint64)(unsafe.Pointer(C.rv_relay_counts()))
 
 // RelayCounts are the requests the VM has read from the front end, and
 // those of them it is not done with.

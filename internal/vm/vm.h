@@ -59,18 +59,18 @@ const char *rv_ruby_platform(void);
 const char *rv_built_abi(void);
 
 /* A worker's frames to the front end (rv_relay.c): open with the socket
- * before the VM boots (0 or -errno); send frames Go makes, or messages
- * (freed); finish writes what is left and shuts the write side. counts:
- * requests the relay read, those not yet final, and the held watch's arm.
- * held_watch starts the thread that tells the front end when Ruby code
- * holds the VM thread (rv_held.c): 0 or -errno. */
-int rv_relay_open(int fd);
+ * before the VM boots; send frames Go makes, or messages (freed); finish
+ * writes what is left and shuts the write side. counts: requests the
+ * relay read, and those not yet final. held_watch starts the thread that
+ * tells the front end when Ruby code holds the VM thread (rv_held.c): 0
+ * or -errno. */
+void rv_relay_open(int fd);
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
                    const void *data, size_t len);
 void rv_relay_send_msg(rv_msg *m);
 void rv_relay_finish(void);
 int rv_held_watch(void);
-uint64_t *rv_relay_counts(void); /* atomically: admitted, inflight (an int64), armed */
+uint64_t *rv_relay_counts(void); /* atomically: admitted, inflight (an int64) */
 
 /* A handler waiting for its own request's messages (rv_direct.c): at most
  * RV_DIRECT_MAX at once, limited further by rv_direct_limit. claim returns
