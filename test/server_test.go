@@ -79,8 +79,14 @@ func freePort(t testing.TB) string {
 // connections. It is stopped (SIGTERM) when the test ends.
 func start(t testing.TB, args ...string) *server {
 	t.Helper()
+	return startEnv(t, nil, args...)
+}
+
+// startEnv is start with env added to the environment.
+func startEnv(t testing.TB, env []string, args ...string) *server {
+	t.Helper()
 	port := freePort(t)
-	s := launch(t, port, append([]string{"-p", port}, args...)...)
+	s := launchIn(t, "", env, port, append([]string{"-p", port}, args...)...)
 	s.waitReady(t)
 	// ruvoy prints its banner once it listens: a connection before that
 	// reached someone else on the port (Caddy binds with SO_REUSEPORT).

@@ -53,10 +53,14 @@ func main() {
 	}
 	if len(os.Args) > 1 {
 		if _, ok := caddycmd.Commands()[os.Args[1]]; ok || os.Args[1] == "help" {
+			if os.Args[1] == "run" {
+				keepSysmonAwake() // a server under a config of one's own
+			}
 			caddycmd.Main()
 			return
 		}
 	}
+	keepSysmonAwake()
 	os.Exit(serve(os.Args[1:]))
 }
 

@@ -1,0 +1,67 @@
+package test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The server runs with GODEBUG's schedtrace set, so that Go's sysmon never
+// sleeps deeply (cmd/ruvoy/sysmon.go): the binary starts itself again with
+// it, in the same process. The app, and the workers, get the GODEBUG the
+// user gave, or none; RUVOY_SYSMON_AWAKE=0, or a schedtrace of the user's
+// own, leaves the runtime as it is.
+func TestSysmonAwake(t *testing.T) {
+	if v, ok := os.LookupEnv("GODEBUG"); ok {
+		t.Skipf("GODEBUG=%s is set for the tests: the cases want their own", v)
+	}
+	const awake = "schedtrace=2147483647"
+	for _, c := range []struct {
+		name    string
+		env     []string
+		args    []string
+		runtime string // the server's GODEBUG at exec ("": none)
+		app     string // what the app answers
+	}{
+		{"default", nil, nil, awake, "no GODEBUG\n"},
+		{"the user's GODEBUG", []string{"GODEBUG=madvdontneed=1"}, nil, "madvdontneed=1," + awake, "GODEBUG=madvdontneed=1\n"},
+		{"an empty GODEBUG", []string{"GODEBUG="}, nil, awake, "GODEBUG=\n"},
+		{"off", []string{"RUVOY_SYSMON_AWAKE=0"}, nil, "", "no GODEBUG\n"},
+		{"the user's schedtrace", []string{"GODEBUG=schedtrace=600000"}, nil, "schedtrace=600000", "GODEBUG=schedtrace=600000\n"},
+		{"a worker", nil, []string{"-w", "1"}, awake, "no GODEBUG\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startEnv(t, c.env, append(c.args, app("godebug.ru"))...)
+			if got := s.get(t, "/").body; got != c.app {
+				t.Errorf("the app saw %q, want %q", got, c.app)
+			}
+			// exec keeps the pid: the environment the runtime started with
+			if got := execGodebug(t, s.cmd.Process.Pid); got != c.runtime {
+				t.Errorf("the server's GODEBUG at exec is %q, want %q", got, c.runtime)
+			}
+			if len(c.args) > 0 {
+				for _, pid := range workerPids(t, s) {
+					if got, want := execGodebug(t, pid), ""; got != want {
+						t.Errorf("a worker's GODEBUG at exec is %q, want %q", got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// execGodebug is the GODEBUG process pid was exec'd with ("": none).
+func execGodebug(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			return v
+		}
+	}
+	return ""
+}
