@@ -17,7 +17,7 @@ import (
 // (one process) and 370 (a worker); the bound, 150 a second, leaves room
 // for a busy machine. A single process's Go sysmon naps 10 ms at a time
 // at rest, as ruvoy starts it (cmd/ruvoy/sysmon.go): up to 100 more a
-// second, about 125 in all here; RUVOY_SYSMON_AWAKE=0 lets it sleep.
+// second, 125-175 in all here; RUVOY_SYSMON_AWAKE=0 lets it sleep.
 func TestIdleServerSleeps(t *testing.T) {
 	for _, mode := range []struct {
 		name  string

@@ -6,8 +6,8 @@ import (
 	"syscall"
 )
 
-// SysmonAwakeEnv set to 0 leaves Go's sysmon as Go starts it.
-const SysmonAwakeEnv = "RUVOY_SYSMON_AWAKE"
+// sysmonAwakeEnv set to 0 leaves Go's sysmon as Go starts it.
+const sysmonAwakeEnv = "RUVOY_SYSMON_AWAKE"
 
 // sysmonMarkEnv marks the re-executed process and carries the GODEBUG it
 // restores: "1:" and the value, or "0:" when none was set.
@@ -42,7 +42,7 @@ func keepSysmonAwake() {
 		return
 	}
 	orig, set := os.LookupEnv("GODEBUG")
-	if os.Getenv(SysmonAwakeEnv) == "0" || strings.Contains(orig, "schedtrace=") {
+	if os.Getenv(sysmonAwakeEnv) == "0" || strings.Contains(orig, "schedtrace=") {
 		return
 	}
 	exe, err := os.Executable()
