@@ -40,6 +40,7 @@ func wrkRun(pinned bool, url string, conns int, d time.Duration, script string) 
 var (
 	rpsRe      = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
 	requestsRe = regexp.MustCompile(`(\d+) requests in`)
+	p50Re      = regexp.MustCompile(`\s50%\s+([\d.]+)(us|ms|s)`)
 	p99Re      = regexp.MustCompile(`\s99%\s+([\d.]+)(us|ms|s)`)
 	errorsRe   = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
 	non2xxRe   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
@@ -55,16 +56,7 @@ func parseWrk(out string, closes bool) sample {
 	if m := requestsRe.FindStringSubmatch(out); m != nil {
 		s.requests, _ = strconv.ParseFloat(m[1], 64)
 	}
-	if m := p99Re.FindStringSubmatch(out); m != nil {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		switch m[2] {
-		case "us":
-			v /= 1000
-		case "s":
-			v *= 1000
-		}
-		s.p99ms = v
-	}
+	s.p50ms, s.p99ms = wrkMs(p50Re, out), wrkMs(p99Re, out)
 	s.ok = s.value > 0
 	if m := errorsRe.FindStringSubmatch(out); m != nil && !(closes && closesOnly(m, s.requests)) {
 		s.ok = false
@@ -88,8 +80,8 @@ var (
 	h2codeRe = regexp.MustCompile(`status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx`)
 )
 
-// h2load runs 100 connections of one stream each for the duration; p99
-// comes from its per-request log.
+// h2load runs 100 connections of one stream each for the duration; p50
+// and p99 come from its per-request log.
 func h2load(t target) sample {
 	logFile := t.raw + ".requests.tsv"
 	args := []string{"-c", "100", "-m", "1", "-t", "1", "-D", strconv.Itoa(int(duration.Seconds())),
@@ -112,17 +104,18 @@ func h2load(t target) sample {
 	if string(c[2]) != "0" || string(c[3]) != "0" || string(c[4]) != "0" {
 		return sample{note: fmt.Sprintf("non-2xx: %s 3xx %s 4xx %s 5xx", c[2], c[3], c[4])}
 	}
-	s.p99ms = logP99(logFile)
+	s.p50ms, s.p99ms = logPercentiles(logFile)
 	s.ok = s.p99ms > 0
 	os.Remove(logFile)
 	return s
 }
 
-// logP99 reads h2load's log: start time, status, duration in µs.
-func logP99(file string) float64 {
+// logPercentiles reads h2load's log (start time, status, duration in µs)
+// and returns the median and the p99, in ms.
+func logPercentiles(file string) (p50, p99 float64) {
 	f, err := os.Open(file)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	defer f.Close()
 	var d []float64
@@ -135,10 +128,26 @@ func logP99(file string) float64 {
 		}
 	}
 	if len(d) == 0 {
-		return 0
+		return 0, 0
 	}
 	sort.Float64s(d)
-	return d[len(d)*99/100]
+	return d[len(d)/2], d[len(d)*99/100]
+}
+
+// wrkMs is the latency percentile re finds in wrk's report, in ms (0: none).
+func wrkMs(re *regexp.Regexp, out string) float64 {
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	switch m[2] {
+	case "us":
+		v /= 1000
+	case "s":
+		v *= 1000
+	}
+	return v
 }
 
 // closesOnly: the only socket errors are read errors, at most one per

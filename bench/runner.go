@@ -15,7 +15,8 @@ import (
 )
 
 type sample struct {
-	value, p99ms  float64 // value: requests/s, or ms when lowerIsBetter
+	value         float64 // requests/s, or ms when lowerIsBetter
+	p50ms, p99ms  float64
 	ok            bool
 	lowerIsBetter bool
 	note          string
@@ -127,8 +128,8 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		if s.lowerIsBetter {
 			unit = "ms"
 		}
-		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB %s\n",
-			n+1, sc.name, srv.label, s.value, unit, s.p99ms, s.cpuPct, s.maxRSS, s.note)
+		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p50 %7.3f ms p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB %s\n",
+			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, s.maxRSS, s.note)
 	}
 }
 

@@ -18,7 +18,8 @@ passed 100%).`
 
 // cell is one server in one scenario: its medians over the good rounds.
 type cell struct {
-	value, p99     float64
+	value, p50     float64
+	p99            float64
 	rsdV, rsdP     float64
 	cpu, rss, vmUs float64
 	good, failed   int
@@ -27,14 +28,14 @@ type cell struct {
 
 func (r *runner) cell(server, scen string) (cell, bool) {
 	var c cell
-	var vals, p99s, cpus, rsss, vms []float64
+	var vals, p50s, p99s, cpus, rsss, vms []float64
 	for _, s := range r.results[key{server, scen}] {
 		if !s.ok {
 			c.failed++
 			c.notes = append(c.notes, strings.TrimSpace(s.note))
 			continue
 		}
-		vals, p99s = append(vals, s.value), append(p99s, s.p99ms)
+		vals, p50s, p99s = append(vals, s.value), append(p50s, s.p50ms), append(p99s, s.p99ms)
 		cpus, rsss = append(cpus, s.cpuPct), append(rsss, s.maxRSS)
 		if s.vmNanos > 0 && s.requests > 0 {
 			vms = append(vms, float64(s.vmNanos)/1000/s.requests)
@@ -44,7 +45,7 @@ func (r *runner) cell(server, scen string) (cell, bool) {
 	if c.good == 0 {
 		return c, c.failed > 0
 	}
-	c.value, c.p99, c.rsdV, c.rsdP = median(vals), median(p99s), rsd(vals), rsd(p99s)
+	c.value, c.p50, c.p99, c.rsdV, c.rsdP = median(vals), median(p50s), median(p99s), rsd(vals), rsd(p99s)
 	c.cpu, c.rss = median(cpus), median(rsss)
 	if len(vms) > 0 {
 		c.vmUs = median(vms)
@@ -81,7 +82,7 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 		if sc.name == "ttfb" {
 			unit = "ms"
 		}
-		fmt.Fprintf(&b, "## %s\n\n| server | %s | rsd | p99 ms | rsd | CPU %% | RSS MiB | ruvoy vs it | verdict |\n|---|---|---|---|---|---|---|---|---|\n", sc.label, unit)
+		fmt.Fprintf(&b, "## %s\n\n| server | %s | rsd | p50 ms | p99 ms | rsd | CPU %% | RSS MiB | ruvoy vs it | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n", sc.label, unit)
 		rv, rvOK := r.cell("ruvoy", sc.name)
 		for _, srv := range servers {
 			if !srv.runs(sc) {
@@ -89,11 +90,11 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 			}
 			c, ran := r.cell(srv.name, sc.name)
 			if !ran {
-				fmt.Fprintf(&b, "| %s | n/a (%s) | | | | | | | |\n", srv.label, notApplicable(srv, sc))
+				fmt.Fprintf(&b, "| %s | n/a (%s) | | | | | | | | |\n", srv.label, notApplicable(srv, sc))
 				continue
 			}
 			if c.good == 0 {
-				fmt.Fprintf(&b, "| %s | no data: %d of %d rounds failed (%s) | | | | | | | |\n", srv.label, c.failed, c.failed, firstNote(c.notes))
+				fmt.Fprintf(&b, "| %s | no data: %d of %d rounds failed (%s) | | | | | | | | |\n", srv.label, c.failed, c.failed, firstNote(c.notes))
 				continue
 			}
 			ratio, v := "", ""
@@ -109,8 +110,8 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 			if c.failed > 0 {
 				failed = fmt.Sprintf(" (%d rounds failed)", c.failed)
 			}
-			fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%% | %.2f | %.1f%% | %.0f | %.0f | %s | %s |\n",
-				srv.label, c.value, failed, c.rsdV*100, c.p99, c.rsdP*100, c.cpu, c.rss, ratio, v)
+			fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%% | %.3f | %.2f | %.1f%% | %.0f | %.0f | %s | %s |\n",
+				srv.label, c.value, failed, c.rsdV*100, c.p50, c.p99, c.rsdP*100, c.cpu, c.rss, ratio, v)
 		}
 		b.WriteString("\n")
 	}
