@@ -18,12 +18,11 @@ passed 100%).`
 
 // cell is one server in one scenario: its medians over the good rounds.
 type cell struct {
-	value, p50     float64
-	p99            float64
-	rsdV, rsdP     float64
-	cpu, rss, vmUs float64
-	good, failed   int
-	notes          []string
+	value, p50, p99 float64
+	rsdV, rsdP      float64
+	cpu, rss, vmUs  float64
+	good, failed    int
+	notes           []string
 }
 
 func (r *runner) cell(server, scen string) (cell, bool) {

@@ -7,9 +7,10 @@
  * to other workers meanwhile, and writes what the held VM sent (a streamed
  * chunk, a log line: rv_relay_flush_held); it says so again when Ruby lets
  * go. A quiet worker's watch sleeps on an eventfd the relay writes when a
- * request comes (rv_held_busy). It used to be a goroutine: each of its looks woke Go's timer
- * thread, often twice, and sysmon after the cgo call, about five switches
- * a look where this thread makes one (docs/benchmarks.md, "Cluster mode").
+ * request comes (rv_held_busy). It used to be a goroutine: each of its
+ * looks woke Go's timer thread, often twice, and sysmon after the cgo
+ * call, about five switches a look where this thread makes one
+ * (docs/benchmarks.md, "Cluster mode").
  */
 #include "rv_internal.h"
 
