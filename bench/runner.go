@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -22,6 +23,7 @@ type sample struct {
 	note          string
 	requests      float64 // completed in the measurement
 	usage
+	slowestCore time.Duration // the probe loop's longest time on a core, before or after (cores.go)
 }
 
 type key struct{ server, scenario string }
@@ -35,6 +37,7 @@ type runner struct {
 	rails      *fixture             // examples/rails, prepared when a scenario needs it
 	thinWraps  map[string]string    // rackup -> its Rack::ContentLength wrapper
 	sawFailure bool
+	fastest    time.Duration // the probe loop's shortest time on any core in this run
 }
 
 // A fixture is a rackup the servers run, in its directory, with its env.
@@ -120,17 +123,52 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 	for _, sc := range scens {
 		settle(url + sc.warmPath())
 		raw := filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.txt", sc.name, srv.name, n+1))
+		before := probeCores()
 		smp := startSampler(cmd.Process.Pid)
 		s := sc.measure(target{url: url, raw: raw, pinned: g.pinned, closes: srv.closes})
 		s.usage = smp.finish()
+		after := probeCores()
+		s.slowestCore = slowest(before, after)
+		r.noteFastest(before, after)
 		r.record(srv, sc, s)
 		unit := "req/s"
 		if s.lowerIsBetter {
 			unit = "ms"
 		}
-		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p50 %7.3f ms p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB %s\n",
-			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, s.maxRSS, s.note)
+		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p50 %7.3f ms p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB  cores %s %s\n",
+			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, s.maxRSS, probeMillis(before, after), s.note)
 	}
+}
+
+// noteFastest keeps the shortest probe time seen on any core: what a
+// core does unslowed, as far as this run saw.
+func (r *runner) noteFastest(probes ...[]time.Duration) {
+	for _, probe := range probes {
+		for _, t := range probe {
+			if t > 0 && (r.fastest == 0 || t < r.fastest) {
+				r.fastest = t
+			}
+		}
+	}
+}
+
+// slowed says whether a round ran while the host slowed a core.
+func (r *runner) slowed(s sample) bool {
+	return r.fastest > 0 && float64(s.slowestCore) > float64(r.fastest)*coreSlowed
+}
+
+// probeMillis is each core's probe time, the longer of before and after,
+// for the round's line: "21/22ms".
+func probeMillis(before, after []time.Duration) string {
+	var parts []string
+	for cpu := range before {
+		t := before[cpu]
+		if cpu < len(after) {
+			t = max(t, after[cpu])
+		}
+		parts = append(parts, strconv.FormatInt(t.Milliseconds(), 10))
+	}
+	return strings.Join(parts, "/") + "ms"
 }
 
 func (r *runner) record(srv server, sc scenario, s sample) {

@@ -22,18 +22,36 @@ type cell struct {
 	rsdV, rsdP      float64
 	cpu, rss, vmUs  float64
 	good, failed    int
+	slowed          int  // rounds left out: a core ran slowed (cores.go)
+	allSlowed       bool // every good round was: they are used, and say so
 	notes           []string
 }
 
 func (r *runner) cell(server, scen string) (cell, bool) {
 	var c cell
 	var vals, p50s, p99s, cpus, rsss, vms []float64
+	var good []sample
 	for _, s := range r.results[key{server, scen}] {
 		if !s.ok {
 			c.failed++
 			c.notes = append(c.notes, strings.TrimSpace(s.note))
 			continue
 		}
+		if r.slowed(s) {
+			c.slowed++
+			continue
+		}
+		good = append(good, s)
+	}
+	if len(good) == 0 && c.slowed > 0 {
+		c.allSlowed = true
+		for _, s := range r.results[key{server, scen}] {
+			if s.ok {
+				good = append(good, s)
+			}
+		}
+	}
+	for _, s := range good {
 		vals, p50s, p99s = append(vals, s.value), append(p50s, s.p50ms), append(p99s, s.p99ms)
 		cpus, rsss = append(cpus, s.cpuPct), append(rsss, s.maxRSS)
 		if s.vmNanos > 0 && s.requests > 0 {
@@ -74,7 +92,7 @@ func verdict(rv, peer cell, lowerIsBetter bool) string {
 func (r *runner) summary(machine string, servers []server, scens []scenario) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# ruvoy benchmark, %s\n\n%s\n", r.started.Format("2006-01-02 15:04 MST"), machine)
-	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a 2 s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores); RSS is its largest resident set during the run.\n\n", *rounds, *duration)
+	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a 2 s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Before and after each measurement a fixed loop is timed on every core; a round in which a core took more than %.2g times the run's fastest time (the host slowing that vCPU) is left out, unless every round of the cell was. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores); RSS is its largest resident set during the run.\n\n", *rounds, *duration, coreSlowed)
 	fmt.Fprintf(&b, "Judgement (fixed before the run):\n\n> %s\n\n", strings.ReplaceAll(judgement, "\n", "\n> "))
 	for _, sc := range scens {
 		unit := "req/s"
@@ -108,6 +126,12 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 			failed := ""
 			if c.failed > 0 {
 				failed = fmt.Sprintf(" (%d rounds failed)", c.failed)
+			}
+			switch {
+			case c.allSlowed:
+				failed += fmt.Sprintf(" (all %d rounds on a slowed core)", c.slowed)
+			case c.slowed > 0:
+				failed += fmt.Sprintf(" (%d rounds on a slowed core left out)", c.slowed)
 			}
 			fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%% | %.3f | %.2f | %.1f%% | %.0f | %.0f | %s | %s |\n",
 				srv.label, c.value, failed, c.rsdV*100, c.p50, c.p99, c.rsdP*100, c.cpu, c.rss, ratio, v)
