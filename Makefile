@@ -65,7 +65,11 @@ test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short
 ruvoy-nethttp: $(SOURCES)
 	$(GO) build -o $@ ./bench/nethttp
 
-bench: setup-test ruvoy ruvoy-nethttp
+# Go's net/http answering by itself: the HTTP layer's floor, for the benchmark.
+go-plain: bench/plain/main.go
+	$(GO) build -o $@ ./bench/plain
+
+bench: setup-test ruvoy ruvoy-nethttp go-plain
 	bench/run
 
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
@@ -82,4 +86,4 @@ gem: $(SOURCES)
 	cd pkg/gem && gem build --quiet ruvoy.gemspec && mv ruvoy-*.gem ..
 
 clean:
-	rm -rf ruvoy ruvoy-race ruvoy-cgocheck2 ruvoy-nethttp pkg
+	rm -rf ruvoy ruvoy-race ruvoy-cgocheck2 ruvoy-nethttp go-plain pkg

@@ -109,6 +109,15 @@ var servers = []server{
 				"http://127.0.0.1:%s {\n\trespond \"hello world\" 200\n}\n", l.port)), 0o644))
 			return exec.Command(filepath.Join(l.root, "ruvoy"), "run", "--adapter", "caddyfile", "--config", file)
 		}},
+	// Go's net/http answering by itself (bench/plain): the floor of the
+	// HTTP layer under Caddy, for the goals that sit near it. With Go's
+	// sysmon kept awake as ruvoy keeps it (cmd/ruvoy/sysmon.go), so the
+	// floor is not lower than ruvoy's own runtime setting.
+	{name: "go-plain", label: "Go net/http alone (no Caddy, no Ruby)",
+		only: append([]string{"noop", "noop-pinned", "noop-c1", "1mib"}, sweepNames...), start: func(l launch) *exec.Cmd {
+			return exec.Command("env", "GODEBUG=schedtrace=2147483647",
+				filepath.Join(l.root, "go-plain"), "-addr", "127.0.0.1:"+l.port)
+		}},
 	// The diagnostic: ruvoy's runtime under plain net/http, no Caddy.
 	{name: "ruvoy-nethttp", label: "ruvoy runtime, net/http", only: []string{"noop", "noop-pinned", "noop-c1"},
 		start: func(l launch) *exec.Cmd {
