@@ -68,14 +68,14 @@ func spin(n int) {
 	spinSink = x
 }
 
-// slowest is the longest of two probes' times over every core: the round
-// ran as slowly as its slowest core did, before or after.
-func slowest(before, after []time.Duration) time.Duration {
-	var worst time.Duration
-	for _, probe := range [][]time.Duration{before, after} {
-		for _, t := range probe {
-			worst = max(worst, t)
+// perCore is each core's longer time of two probes: how slowly it ran,
+// before or after the measurement.
+func perCore(before, after []time.Duration) []time.Duration {
+	times := append([]time.Duration(nil), before...)
+	for cpu := range times {
+		if cpu < len(after) {
+			times[cpu] = max(times[cpu], after[cpu])
 		}
 	}
-	return worst
+	return times
 }

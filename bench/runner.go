@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,7 +129,8 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		s := sc.measure(target{url: url, raw: raw, pinned: g.pinned, closes: srv.closes})
 		s.usage = smp.finish()
 		after := probeCores()
-		s.slowestCore = slowest(before, after)
+		cores := perCore(before, after)
+		s.slowestCore = slices.Max(append(cores, 0))
 		r.noteFastest(before, after)
 		r.record(srv, sc, s)
 		unit := "req/s"
@@ -136,7 +138,7 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 			unit = "ms"
 		}
 		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p50 %7.3f ms p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB  cores %s %s\n",
-			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, s.maxRSS, probeMillis(before, after), s.note)
+			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, s.maxRSS, millis(cores), s.note)
 	}
 }
 
@@ -157,15 +159,10 @@ func (r *runner) slowed(s sample) bool {
 	return r.fastest > 0 && float64(s.slowestCore) > float64(r.fastest)*coreSlowed
 }
 
-// probeMillis is each core's probe time, the longer of before and after,
-// for the round's line: "21/22ms".
-func probeMillis(before, after []time.Duration) string {
+// millis is each core's probe time for the round's line: "21/22ms".
+func millis(cores []time.Duration) string {
 	var parts []string
-	for cpu := range before {
-		t := before[cpu]
-		if cpu < len(after) {
-			t = max(t, after[cpu])
-		}
+	for _, t := range cores {
 		parts = append(parts, strconv.FormatInt(t.Milliseconds(), 10))
 	}
 	return strings.Join(parts, "/") + "ms"

@@ -30,26 +30,22 @@ type cell struct {
 func (r *runner) cell(server, scen string) (cell, bool) {
 	var c cell
 	var vals, p50s, p99s, cpus, rsss, vms []float64
-	var good []sample
+	var ok, unslowed []sample
 	for _, s := range r.results[key{server, scen}] {
 		if !s.ok {
 			c.failed++
 			c.notes = append(c.notes, strings.TrimSpace(s.note))
 			continue
 		}
-		if r.slowed(s) {
-			c.slowed++
-			continue
+		ok = append(ok, s)
+		if !r.slowed(s) {
+			unslowed = append(unslowed, s)
 		}
-		good = append(good, s)
 	}
-	if len(good) == 0 && c.slowed > 0 {
-		c.allSlowed = true
-		for _, s := range r.results[key{server, scen}] {
-			if s.ok {
-				good = append(good, s)
-			}
-		}
+	c.slowed = len(ok) - len(unslowed)
+	good := unslowed
+	if len(good) == 0 && len(ok) > 0 {
+		good, c.allSlowed = ok, true
 	}
 	for _, s := range good {
 		vals, p50s, p99s = append(vals, s.value), append(p50s, s.p50ms), append(p99s, s.p99ms)
