@@ -23,6 +23,11 @@ func newFrameReader(c *net.UnixConn) *frameReader {
 
 func (r *frameReader) Read(p []byte) (int, error) {
 	n, oobn, flags, _, err := r.conn.ReadMsgUnix(p, r.oob)
+	if n < 0 {
+		// recvmsg failed (a worker killed mid-write resets the socket):
+		// the -1 it returns is no count for a bufio.Reader, which panics.
+		n = 0
+	}
 	if oobn > 0 {
 		msgs, perr := syscall.ParseSocketControlMessage(r.oob[:oobn])
 		for i := range msgs {
