@@ -17,6 +17,7 @@ import (
 // app. Excess is answered 503 before it reaches Ruby.
 type admission struct {
 	permits      chan struct{}
+	perConn      int // places one HTTP/2 or HTTP/3 connection may hold (connPlaces)
 	queueTimeout time.Duration
 	body         *bodyBudget
 	counters     *counters
@@ -26,14 +27,15 @@ type admission struct {
 type counters struct {
 	admitted, rejectedCount, rejectedBody, rejectedQueue atomic.Int64
 	queueWaitNs, queued                                  atomic.Int64
+	connQueued                                           atomic.Int64 // waiting for a place of their own connection
 	bodyHeld                                             atomic.Int64
 	orphans                                              atomic.Int64
 	stalls                                               atomic.Int64
 	direct                                               atomic.Int64 // requests whose handler waited on its own thread
 }
 
-func newAdmission(max int, queueTimeout time.Duration, budget int64, c *counters) *admission {
-	return &admission{permits: make(chan struct{}, max), queueTimeout: queueTimeout,
+func newAdmission(max, perConn int, queueTimeout time.Duration, budget int64, c *counters) *admission {
+	return &admission{permits: make(chan struct{}, max), perConn: perConn, queueTimeout: queueTimeout,
 		body: &bodyBudget{limit: budget, counters: c}, counters: c}
 }
 
@@ -63,10 +65,18 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, h
 		overloaded(w, r)
 		return nil, false
 	}
+	// HTTP/1 has one request of a connection in Ruby at a time.
+	multiplexed := c != nil && r.ProtoMajor > 1
+	if multiplexed && !a.connPlace(c, r) {
+		return nil, false // its client reset it while it waited
+	}
 	select {
 	case a.permits <- struct{}{}:
 	default:
 		if wait := a.wait(w, r, c); wait != admitted {
+			if multiplexed {
+				c.places.give()
+			}
 			if wait == refused {
 				overloaded(w, r)
 			}
@@ -79,8 +89,73 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, h
 	return func() {
 		if released.CompareAndSwap(false, true) {
 			<-a.permits
+			if multiplexed {
+				c.places.give()
+			}
 		}
 	}, true
+}
+
+// connPlace takes one of the places r's connection may hold, waiting for
+// one of its own requests to end when all are taken; false when r's
+// client left meanwhile.
+func (a *admission) connPlace(c *connInfo, r *http.Request) bool {
+	wait := c.places.take(a.perConn)
+	if wait == nil {
+		return true
+	}
+	a.counters.connQueued.Add(1)
+	defer a.counters.connQueued.Add(-1)
+	for wait != nil {
+		select {
+		case <-wait:
+			wait = c.places.take(a.perConn)
+		case <-r.Context().Done():
+			return false
+		}
+	}
+	return true
+}
+
+// connPlaces counts one connection's requests in Ruby. HTTP/2 and HTTP/3
+// multiplex: without a bound, a few connections whose streams never take
+// a byte (a zero flow-control window) would hold every place in Ruby until
+// the write timeout cut them, and open as many again. A request over the
+// bound waits for a place of its own connection rather than getting 503:
+// its client has no way to know the bound, and the wait costs no place.
+type connPlaces struct {
+	mu   sync.Mutex
+	held int
+	next chan struct{} // closed at the next give, for those waiting
+}
+
+// defaultPerConn is the places a connection may hold unless configured:
+// this many, and no more than a quarter of max-requests.
+const defaultPerConn = 64
+
+// take takes a place if one is free (nil), or returns a channel closed
+// when one may have become free.
+func (p *connPlaces) take(limit int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held < limit {
+		p.held++
+		return nil
+	}
+	if p.next == nil {
+		p.next = make(chan struct{})
+	}
+	return p.next
+}
+
+func (p *connPlaces) give() {
+	p.mu.Lock()
+	p.held--
+	if p.next != nil {
+		close(p.next)
+		p.next = nil
+	}
+	p.mu.Unlock()
 }
 
 // rewindInMemory is what rack.input keeps in memory for rewind before it

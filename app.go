@@ -13,9 +13,13 @@ import (
 
 // AppOptions configure one loaded app.
 type AppOptions struct {
-	MaxRequests  int           // requests admitted to Ruby at once (default 1024)
-	QueueTimeout time.Duration // how long a request over MaxRequests may wait (default 0)
-	MaxBodyBytes int64         // request bodies over this get 413 (0: no limit)
+	MaxRequests int // requests admitted to Ruby at once (default 1024)
+	// MaxRequestsPerConnection bounds the requests one HTTP/2 or HTTP/3
+	// connection has in Ruby at once; more wait for one of them to end
+	// (default: 64, at most a quarter of MaxRequests).
+	MaxRequestsPerConnection int
+	QueueTimeout             time.Duration // how long a request over MaxRequests may wait (default 0)
+	MaxBodyBytes             int64         // request bodies over this get 413 (0: no limit)
 	// RequestTimeout, when set, bounds the time a request spends in Ruby:
 	// past it, Ruvoy::RequestTimeout is raised in its fiber (503).
 	RequestTimeout time.Duration
@@ -51,8 +55,11 @@ type AppOptions struct {
 	// Caddy's access log names it.
 	OnWorker func(r *http.Request, slot int)
 	// WorkerMaxRSS replaces a worker whose resident memory grows past it
-	// (bytes; 0: never), once its requests have ended.
+	// (bytes; 0: never).
 	WorkerMaxRSS int64
+	// WorkerTimeout is how long a worker may go without reporting before
+	// it is killed and its requests get 504 (default 30s).
+	WorkerTimeout time.Duration
 }
 
 const (
@@ -87,6 +94,9 @@ func newApp(rt *Runtime, id uint64, o AppOptions, dirs []sendfileDir) *App {
 	if o.MaxRequests <= 0 {
 		o.MaxRequests = defaultMaxRequests
 	}
+	if o.MaxRequestsPerConnection <= 0 {
+		o.MaxRequestsPerConnection = max(1, min(defaultPerConn, o.MaxRequests/4))
+	}
 	if o.RequestWindow <= 0 {
 		o.RequestWindow = defaultRequestWindow
 	}
@@ -102,7 +112,7 @@ func newApp(rt *Runtime, id uint64, o AppOptions, dirs []sendfileDir) *App {
 		}
 	}
 	return &App{rt: rt, id: id, opts: o, sendfileDirs: dirs,
-		admit: newAdmission(o.MaxRequests, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
+		admit: newAdmission(o.MaxRequests, o.MaxRequestsPerConnection, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
 
 // Close drops the app: it no longer counts as serving at once, and leaves
@@ -130,12 +140,16 @@ func (a *App) unloadIfIdle() {
 }
 
 // link is the VM a new request goes to: this process's, or the worker
-// that has the fewest requests in flight; false when no worker serves.
-func (a *App) link() (vmLink, bool) {
+// that has the fewest requests in flight; false when no worker serves,
+// nor began to within workerWait.
+func (a *App) link(r *http.Request) (vmLink, bool) {
 	if a.pool == nil {
 		return localVM{}, true
 	}
 	w := a.pool.pick()
+	if w == nil {
+		w = a.pool.await(r)
+	}
 	return w, w != nil
 }
 
@@ -163,7 +177,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	l, ok := a.link()
+	l, ok := a.link(r)
 	if w, isWorker := l.(*worker); isWorker && w != nil && a.opts.OnWorker != nil {
 		a.opts.OnWorker(r, w.slot)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +31,7 @@ type pool struct {
 	rt        *Runtime
 	cfg       workerConfig
 	maxRSS    uint64
+	timeout   time.Duration            // a worker that has not reported for this long is killed
 	slots     []atomic.Pointer[worker] // the worker serving each slot; nil while one starts
 	rr        atomic.Uint32
 	mu        sync.Mutex
@@ -38,6 +40,8 @@ type pool struct {
 	live      sync.WaitGroup // workers not yet exited
 	slotSt    []slotState
 	stopped   chan struct{} // closed once stop is called
+	awaitMu   sync.Mutex
+	newcomer  chan struct{} // closed when a new worker takes a slot (await)
 	codes     []int         // exit statuses of the workers stopped by stop
 }
 
@@ -59,7 +63,15 @@ const (
 	// hold a healthy worker past rv_held.c's 10 ms for a moment; one stuck in a
 	// long call must not win because it has fewer requests).
 	heldPenalty = 1 << 40
-	rssEvery    = 5 * time.Second
+	// A worker that has not reported for silentAfter (it does every
+	// statsEvery) gets new requests only when every worker is silent; one
+	// silent for the pool's timeout is killed (watch).
+	silentAfter = 4 * statsEvery
+	// rssEvery bounds how often a worker's memory is read: at the end of
+	// its requests, and at each look of the watch.
+	rssEvery = 10 * time.Millisecond
+	// defaultWorkerTimeout is --worker-timeout's default.
+	defaultWorkerTimeout = 30 * time.Second
 )
 
 func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string) (*pool, error) {
@@ -67,7 +79,11 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string)
 	if o.ResponseWindow > 0 {
 		window = int(o.ResponseWindow)
 	}
-	p := &pool{rt: rt, maxRSS: uint64(max(o.WorkerMaxRSS, 0)), slots: make([]atomic.Pointer[worker], o.Workers),
+	timeout := o.WorkerTimeout
+	if timeout <= 0 {
+		timeout = defaultWorkerTimeout
+	}
+	p := &pool{rt: rt, maxRSS: uint64(max(o.WorkerMaxRSS, 0)), timeout: timeout, slots: make([]atomic.Pointer[worker], o.Workers),
 		slotSt: make([]slotState, o.Workers), stopped: make(chan struct{}),
 		cfg: workerConfig{Program: rt.opts.Program, Args: rt.opts.Args, ResponseWindow: window,
 			StallWarn: time.Duration(rt.stallWarn.Load()), HoldLimit: time.Duration(rt.holdLimit.Load()),
@@ -99,9 +115,7 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string)
 	rt.poolsMu.Lock()
 	rt.pools[p] = struct{}{}
 	rt.poolsMu.Unlock()
-	if p.maxRSS > 0 {
-		go p.watchRSS()
-	}
+	go p.watch()
 	rt.log().Info("ruvoy: workers serving", zap.String("rackup", rackup), zap.Int("workers", o.Workers))
 	return p, nil
 }
@@ -112,17 +126,17 @@ func (p *pool) spawn(slot int) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer theirs.Close()
 	urgent, theirUrgent, err := socketPair("ruvoy: a worker's urgent socket")
 	if err != nil {
 		conn.Close()
+		theirs.Close()
 		return nil, err
 	}
-	defer theirUrgent.Close()
 	exe, err := os.Executable()
 	if err != nil {
-		conn.Close()
-		urgent.Close()
+		for _, c := range []io.Closer{conn, urgent, theirs, theirUrgent} {
+			c.Close()
+		}
 		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
 	}
 	cmd := exec.Command(exe)
@@ -130,13 +144,21 @@ func (p *pool) spawn(slot int) (*worker, error) {
 	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3") // and its urgent socket, 4
 	cmd.ExtraFiles = []*os.File{theirs, theirUrgent}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
+	// The worker has its own copies of its ends once started: with none
+	// left here, its death ends the socket (EOF) even while its app loads.
+	err = cmd.Start()
+	theirs.Close()
+	theirUrgent.Close()
+	if err != nil {
 		conn.Close()
 		urgent.Close()
 		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
 	}
 	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
 		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
+	if p.maxRSS > 0 {
+		w.statm, _ = os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/statm")
+	}
 	p.live.Add(1)
 	go w.read()
 	go w.supervise()
@@ -149,6 +171,7 @@ func (p *pool) spawn(slot int) (*worker, error) {
 		w.retire()
 		return nil, r.err
 	}
+	w.heard.Store(time.Now().UnixNano())
 	return w, nil
 }
 
@@ -184,6 +207,9 @@ func (p *pool) pick() *worker {
 			continue
 		}
 		load := w.inflight.Load()
+		if w.silent.Load() {
+			load += 2 * heldPenalty // stopped, frozen: after every worker that reports
+		}
 		if since := w.heldSince.Load(); since != 0 {
 			held := time.Now().UnixNano() - since  // only for a held worker: not on every request
 			load += heldPenalty + max(held, 0)>>10 // a microsecond held weighs a request
@@ -193,6 +219,46 @@ func (p *pool) pick() *worker {
 		}
 	}
 	return best
+}
+
+// workerWait is how long a request that finds no worker serving (all of
+// them restarting) waits for one before it gets 503, as a request waits
+// in the listen queue of a server whose workers accept connections.
+const workerWait = 5 * time.Second
+
+// await is a worker for a new request when none serves now: the first to
+// take a slot within workerWait; nil if none did, or r's client left.
+func (p *pool) await(r *http.Request) *worker {
+	timer := time.NewTimer(workerWait)
+	defer timer.Stop()
+	for {
+		p.awaitMu.Lock()
+		if p.newcomer == nil {
+			p.newcomer = make(chan struct{})
+		}
+		newcomer := p.newcomer
+		p.awaitMu.Unlock()
+		if w := p.pick(); w != nil {
+			return w
+		}
+		select {
+		case <-newcomer:
+		case <-timer.C:
+			return nil
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
+
+// announce wakes the requests waiting for a worker (await).
+func (p *pool) announce() {
+	p.awaitMu.Lock()
+	if p.newcomer != nil {
+		close(p.newcomer)
+		p.newcomer = nil
+	}
+	p.awaitMu.Unlock()
 }
 
 // exited is told by a worker's supervisor that it ended: unless the pool
@@ -239,6 +305,7 @@ func (p *pool) replace(slot int) {
 	if old := p.slots[slot].Swap(w); old != nil {
 		old.retire()
 	}
+	p.announce()
 }
 
 // restart replaces every worker with a new one, which loads the app's
@@ -282,6 +349,7 @@ func (p *pool) restart() error {
 			old.retire()
 		}
 	}
+	p.announce()
 	return nil
 }
 
@@ -302,9 +370,13 @@ func (rt *Runtime) RestartWorkers() (bool, error) {
 	return len(pools) > 0, nil
 }
 
-// watchRSS replaces a worker whose resident memory passed maxRSS.
-func (p *pool) watchRSS() {
-	t := time.NewTicker(rssEvery)
+// watch looks at the workers every second (more often under a short
+// timeout): one silent for silentAfter is picked last; one silent for the
+// pool's timeout (stopped, frozen) is killed, its requests answered 504
+// (supervise), and replaced; one grown past maxRSS is replaced.
+func (p *pool) watch() {
+	every := min(time.Second, p.timeout/4)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -312,18 +384,48 @@ func (p *pool) watchRSS() {
 			return
 		case <-t.C:
 		}
+		now := time.Now().UnixNano()
 		for i := range p.slots {
 			w := p.slots[i].Load()
-			if w == nil || w.retiring.Load() || w.replacing.Load() {
+			if w == nil || w.gone.Load() || w.stopping.Load() {
 				continue
 			}
-			if rss := processRSS(w.cmd.Process.Pid); rss > p.maxRSS {
-				w.replacing.Store(true)
-				p.rt.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it once its requests end",
-					zap.Int("worker", i), zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("rss_bytes", rss), zap.Uint64("max_bytes", p.maxRSS))
-				go p.replace(i)
+			silence := time.Duration(now - w.heard.Load())
+			w.silent.Store(silence >= min(silentAfter, p.timeout/2))
+			if silence >= p.timeout && w.timedOut.CompareAndSwap(false, true) {
+				p.rt.log().Error("ruvoy: a worker stopped reporting (stopped or frozen): killing it, its requests get 504",
+					zap.Int("worker", i), zap.Int("pid", w.cmd.Process.Pid), zap.Duration("silent_for", silence),
+					zap.Int64("requests", w.inflight.Load()))
+				w.cmd.Process.Kill()
+				continue
+			}
+			if p.maxRSS > 0 {
+				w.checkRSS()
 			}
 		}
+	}
+}
+
+// overRSS replaces w, which grew past maxRSS (rss). It takes no new
+// request at once when another worker serves (a leak grows with each
+// request); otherwise it serves on while its replacement boots, unless it
+// grows an eighth past maxRSS first: then requests wait for the new one
+// (await). So a worker ends at most about a quarter over: an eighth, and
+// what its requests under way add.
+func (p *pool) overRSS(w *worker, rss uint64) {
+	if w.replacing.CompareAndSwap(false, true) {
+		p.rt.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it",
+			zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("rss_bytes", rss), zap.Uint64("max_bytes", p.maxRSS))
+		go p.replace(w.slot)
+	}
+	alone := true
+	for i := range p.slots {
+		if o := p.slots[i].Load(); o != nil && o != w && !o.retiring.Load() && !o.gone.Load() && !o.replacing.Load() {
+			alone = false
+		}
+	}
+	if !alone || rss > p.maxRSS+p.maxRSS/8 {
+		w.retire()
 	}
 }
 

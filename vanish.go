@@ -37,6 +37,7 @@ type connKey struct{}
 type connInfo struct {
 	conn    net.Conn
 	orphans atomic.Int32
+	places  connPlaces                  // its requests in Ruby (HTTP/2 and 3)
 	tcp     atomic.Pointer[net.TCPConn] // found once, when first needed
 }
 

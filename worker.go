@@ -8,6 +8,7 @@ import (
 	"os"
 	ossignal "os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -216,9 +217,32 @@ func processRSS(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
+	return statmRSS(b)
+}
+
+// statmRSS reads the resident memory, in bytes, from /proc's statm (its
+// second number is in pages).
+func statmRSS(b []byte) uint64 {
 	var size, resident uint64
 	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
 		return 0
 	}
 	return resident * uint64(os.Getpagesize())
+}
+
+// processPeakRSS is the most resident memory a process had, in bytes
+// (/proc's VmHWM; 0 if unknown).
+func processPeakRSS(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib uint64
+			fmt.Sscan(rest, &kib)
+			return kib << 10
+		}
+	}
+	return 0
 }

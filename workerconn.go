@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/vm"
@@ -35,11 +37,18 @@ type worker struct {
 	inflight atomic.Int64
 
 	gone      atomic.Bool  // it exited: its requests have failed
+	heard     atomic.Int64 // when it last reported (RV_WORKER_STATS), unix ns
+	silent    atomic.Bool  // it has not reported for a while (pool.watch)
+	timedOut  atomic.Bool  // it was killed for not reporting: its requests get 504
 	heldSince atomic.Int64 // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
 	retiring  atomic.Bool  // it takes no new request, and stops once its requests end
 	replacing atomic.Bool  // a new worker is starting to take its slot
 	stopping  atomic.Bool  // it was told to stop: its exit is expected
 	stats     atomic.Pointer[workerStats]
+
+	statm *os.File     // its /proc statm, open while it runs (with a max RSS)
+	rssMu sync.Mutex   // one read of statm at a time
+	rssAt atomic.Int64 // when its memory was last read, unix ns
 
 	ready    chan bootResult
 	readDone chan struct{}
@@ -98,8 +107,32 @@ func (w *worker) finished(stream uint64) {
 	_, ok := w.streams[stream]
 	delete(w.streams, stream)
 	w.mu.Unlock()
+	if ok && w.pool.maxRSS > 0 {
+		w.checkRSS()
+	}
 	if ok && w.inflight.Add(-1) == 0 && w.retiring.Load() {
 		w.stop()
+	}
+}
+
+// checkRSS reads the worker's resident memory, at most every rssEvery,
+// and has it replaced once past the pool's maxRSS (overRSS): a request's
+// end is when an app that leaks has grown, so a leak is caught within
+// about what rssEvery of requests adds.
+func (w *worker) checkRSS() {
+	now := time.Now().UnixNano()
+	if now-w.rssAt.Load() < int64(rssEvery) || w.retiring.Load() || !w.rssMu.TryLock() {
+		return
+	}
+	defer w.rssMu.Unlock()
+	w.rssAt.Store(now)
+	if w.statm == nil {
+		return // it exited
+	}
+	var b [64]byte
+	n, _ := w.statm.ReadAt(b[:], 0)
+	if rss := statmRSS(b[:n]); rss > w.pool.maxRSS {
+		w.pool.overRSS(w, rss)
 	}
 }
 
@@ -120,6 +153,10 @@ const stopWait = unwindWait + cleanupWait + 2*time.Second
 func (w *worker) stop() {
 	if !w.stopping.CompareAndSwap(false, true) {
 		return
+	}
+	if w.replacing.Load() && w.pool.maxRSS > 0 {
+		w.pool.rt.log().Info("ruvoy: a worker replaced for its memory stops", zap.Int("worker", w.slot),
+			zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("peak_rss_bytes", processPeakRSS(w.cmd.Process.Pid)))
 	}
 	w.out.send(wire.InStop, 0, 0, 0, nil)
 	w.out.finish()
@@ -178,7 +215,9 @@ func (w *worker) read() {
 			rt.route(m)
 		}
 	}
-	if !errors.Is(err, io.EOF) && !w.stopping.Load() {
+	// A reset is how the socket of a process that died with unread bytes
+	// ends: supervise says why it died.
+	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !w.stopping.Load() {
 		rt.log().Error("ruvoy: reading from a worker failed: killing it", zap.Int("worker", w.slot), zap.Error(err))
 		w.cmd.Process.Kill()
 	}
@@ -203,6 +242,7 @@ func (w *worker) control(f wire.Frame, p []byte) {
 		}
 		w.heldSince.Store(since)
 	case wire.WorkerStats:
+		w.heard.Store(time.Now().UnixNano())
 		if v, ok := wire.ReadStats(p); ok {
 			s := statsFrom(v)
 			w.stats.Store(&s)
@@ -226,7 +266,17 @@ func (w *worker) supervise() {
 	w.out.close()
 	w.urgent.close()
 	w.urgent.conn.Close()
-	failed := w.fail()
+	if w.statm != nil {
+		w.rssMu.Lock()
+		w.statm.Close()
+		w.statm = nil
+		w.rssMu.Unlock()
+	}
+	status := http.StatusBadGateway
+	if w.timedOut.Load() {
+		status = http.StatusGatewayTimeout
+	}
+	failed := w.fail(status)
 	select {
 	case w.ready <- bootResult{fmt.Errorf("ruvoy: worker %d exited while its app loaded (%v)", w.slot, waitErr)}:
 	default:
@@ -240,15 +290,26 @@ func (w *worker) supervise() {
 		p.codes = append(p.codes, code)
 		p.mu.Unlock()
 	} else {
+		cause := exitCause(waitErr)
+		if w.timedOut.Load() {
+			cause = "killed: it stopped reporting"
+		}
+		var hijacked int
+		if s := w.stats.Load(); s != nil {
+			hijacked = s.Hijacked
+		}
 		p.rt.log().Error("ruvoy: a worker exited", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid),
-			zap.String("cause", exitCause(waitErr)), zap.Int("requests_failed", failed))
+			zap.String("cause", cause), zap.Int("requests_failed", failed), zap.Int("status", status),
+			zap.Int("hijacked_connections_lost", hijacked))
 	}
 	p.exited(w)
 }
 
 // fail ends the requests the worker still ran, as the VM would have
-// ended them had it failed: 502 when nothing was sent yet, else a cut.
-func (w *worker) fail() int {
+// ended them had it failed: status (502, or 504 for a worker killed for
+// not reporting) when nothing was sent yet, else a cut. The worker's
+// reader is done: nothing of it comes after.
+func (w *worker) fail(status int) int {
 	w.gone.Store(true)
 	w.mu.Lock()
 	ids := w.streams
@@ -256,7 +317,7 @@ func (w *worker) fail() int {
 	w.mu.Unlock()
 	w.inflight.Store(0)
 	for id := range ids {
-		w.pool.rt.streams.deliver(vm.NewMsg(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, http.StatusBadGateway, 0))
+		w.pool.rt.streams.deliver(vm.NewMsg(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, uint64(status), 0))
 	}
 	return len(ids)
 }

@@ -29,7 +29,9 @@ func init() {
 //	    environment   <name>
 //	    workers         <n>|auto
 //	    worker_max_rss_bytes <size>
+//	    worker_timeout  <duration>
 //	    max_requests    <n>
+//	    max_requests_per_connection <n>
 //	    queue_timeout   <duration>
 //	    request_timeout <duration>
 //	    stall_warn      <duration>
@@ -90,16 +92,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("workers: want a number from 0 to 256, or auto, got %q", d.Val())
 			}
 			h.Workers = n
-		case "max_requests":
+		case "max_requests", "max_requests_per_connection":
+			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			n, err := strconv.Atoi(d.Val())
 			if err != nil || n <= 0 {
-				return d.Errf("max_requests: want a positive integer, got %q", d.Val())
+				return d.Errf("%s: want a positive integer, got %q", option, d.Val())
 			}
-			h.MaxRequests = n
-		case "queue_timeout", "stall_warn", "request_timeout", "vm_hold_limit":
+			if option == "max_requests" {
+				h.MaxRequests = n
+			} else {
+				h.MaxRequestsPerConn = n
+			}
+		case "queue_timeout", "stall_warn", "request_timeout", "vm_hold_limit", "worker_timeout":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -116,6 +123,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			case "vm_hold_limit":
 				v := caddy.Duration(dur)
 				h.VMHoldLimit = &v
+			case "worker_timeout":
+				h.WorkerTimeout = caddy.Duration(dur)
 			default:
 				v := caddy.Duration(dur)
 				h.StallWarn = &v

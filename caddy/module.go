@@ -42,6 +42,10 @@ type Handler struct {
 	Environment string `json:"environment,omitempty"`
 	// MaxRequests bounds the requests admitted to Ruby at once (default 1024).
 	MaxRequests int `json:"max_requests,omitempty"`
+	// MaxRequestsPerConn bounds the requests one HTTP/2 or HTTP/3
+	// connection has in Ruby at once; more wait for one of them to end
+	// (default 64, or a quarter of MaxRequests when that is less).
+	MaxRequestsPerConn int `json:"max_requests_per_connection,omitempty"`
 	// QueueTimeout is how long a request over MaxRequests may wait for a
 	// place before it gets 503 (default 0: at once).
 	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
@@ -78,6 +82,11 @@ type Handler struct {
 	// WorkerMaxRSSBytes replaces a worker whose resident memory grows
 	// past it, once its requests end (default 0: never).
 	WorkerMaxRSSBytes int64 `json:"worker_max_rss_bytes,omitempty"`
+	// WorkerTimeout is how long a worker may go without reporting (it
+	// does every 500 ms, whatever its app does) before it is taken for
+	// stopped or frozen: it is killed, its requests get 504, and a new
+	// one takes its place (default 30s).
+	WorkerTimeout caddy.Duration `json:"worker_timeout,omitempty"`
 
 	// SendfileDirs are the directories whose files an X-Sendfile or
 	// X-Accel-Redirect response header may name (Rails'
@@ -180,21 +189,23 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		})
 	})
 	opts := ruvoy.AppOptions{
-		MaxRequests:          h.MaxRequests,
-		QueueTimeout:         time.Duration(h.QueueTimeout),
-		MaxInflightBodyBytes: h.MaxInflightBodyBytes,
-		MaxBodyBytes:         h.MaxBodyBytes,
-		RequestTimeout:       time.Duration(h.RequestTimeout),
-		RequestWindow:        h.RequestWindow,
-		ResponseWindow:       h.ResponseWindow,
-		ClientIP:             clientIP,
-		ScriptName:           scriptName,
-		RemoteUser:           remoteUser,
-		Trusted:              trustedProxy,
-		SendfileDirs:         h.SendfileDirs,
-		Workers:              h.Workers,
-		WorkerMaxRSS:         h.WorkerMaxRSSBytes,
-		OnWorker:             logWorker,
+		MaxRequests:              h.MaxRequests,
+		MaxRequestsPerConnection: h.MaxRequestsPerConn,
+		QueueTimeout:             time.Duration(h.QueueTimeout),
+		MaxInflightBodyBytes:     h.MaxInflightBodyBytes,
+		MaxBodyBytes:             h.MaxBodyBytes,
+		RequestTimeout:           time.Duration(h.RequestTimeout),
+		RequestWindow:            h.RequestWindow,
+		ResponseWindow:           h.ResponseWindow,
+		ClientIP:                 clientIP,
+		ScriptName:               scriptName,
+		RemoteUser:               remoteUser,
+		Trusted:                  trustedProxy,
+		SendfileDirs:             h.SendfileDirs,
+		Workers:                  h.Workers,
+		WorkerMaxRSS:             h.WorkerMaxRSSBytes,
+		WorkerTimeout:            time.Duration(h.WorkerTimeout),
+		OnWorker:                 logWorker,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -456,6 +457,52 @@ func TestClusterWorkerMaxRSS(t *testing.T) {
 		pid, _ := strconv.Atoi(first)
 		return syscall.Kill(pid, 0) != nil
 	})
+}
+
+// A worker that leaks fast (200 KB a request, 20 clients at once) is
+// caught within a quarter of --worker-max-rss: its memory is read as its
+// requests end, and while another worker serves it takes no new request
+// once past the cap.
+func TestClusterWorkerMaxRSSFastLeak(t *testing.T) {
+	const maxMiB = 150
+	s := start(t, "-w", "2", "--worker-max-rss", strconv.Itoa(maxMiB), app("cluster.ru"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r := s.get(t, "/leak"); r.status != 200 {
+					t.Errorf("GET /leak: %d", r.status)
+					return
+				}
+			}
+		}()
+	}
+	s.waitStderr(t, `"msg":"ruvoy: a worker replaced for its memory stops"`, 2)
+	close(stop)
+	wg.Wait()
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		if !strings.Contains(line, "replaced for its memory stops") {
+			continue
+		}
+		var entry struct {
+			Peak uint64 `json:"peak_rss_bytes"`
+		}
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("a replaced worker's peak: %d MiB (cap %d MiB)", entry.Peak>>20, maxMiB)
+		if entry.Peak == 0 || entry.Peak > maxMiB<<20*5/4 {
+			t.Errorf("a replaced worker peaked at %d MiB: more than 25%% over the %d MiB cap", entry.Peak>>20, maxMiB)
+		}
+	}
 }
 
 // waitStderr waits until what appears n times in the server's stderr.

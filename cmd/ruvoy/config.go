@@ -55,6 +55,7 @@ func buildConfig(o *options) ([]byte, error) {
 		Environment:          o.environment,
 		MaxBodyBytes:         o.maxBodyBytes,
 		MaxRequests:          o.maxRequests,
+		MaxRequestsPerConn:   o.maxPerConnection,
 		QueueTimeout:         milliseconds(o.queueTimeout),
 		RequestTimeout:       seconds(o.requestTimeout),
 		MaxInflightBodyBytes: o.bodyBudget,
@@ -71,6 +72,7 @@ func buildConfig(o *options) ([]byte, error) {
 	if o.workers > 0 {
 		handler.Workers = o.workers
 		handler.WorkerMaxRSSBytes = o.workerMaxRSS << 20
+		handler.WorkerTimeout = seconds(o.workerTimeout)
 	}
 	if o.context {
 		handler.Context = &ruvoycaddy.ContextConfig{}
@@ -160,6 +162,11 @@ func buildConfig(o *options) ([]byte, error) {
 		// (its default read_idle_timeout), or slower than this on average
 		// after that minute, ends with 408 (ruvoy's handler answers it).
 		ReadMinRate: int64(o.minUploadRate),
+		// A response write (up to Caddy's max_write_chunk, 64 KiB) that
+		// does not finish within it cuts the response: a client that takes
+		// nothing (an HTTP/2 window left at 0, a socket never read) gives
+		// its place in Ruby back. Negative: off.
+		WriteIdleTimeout: writeTimeout(o.writeTimeout),
 	}
 	if o.tls() {
 		configureTLS(o, server, apps, m)
@@ -229,6 +236,15 @@ type filesystems struct {
 type filesystem struct {
 	Name       string          `json:"name"`
 	FileSystem json.RawMessage `json:"file_system"`
+}
+
+// writeTimeout is --write-timeout as Caddy's write_idle_timeout, where
+// a negative value turns it off (0 would be Caddy's default, a minute).
+func writeTimeout(s float64) caddy.Duration {
+	if s == 0 {
+		return -1
+	}
+	return seconds(s)
 }
 
 // seconds and milliseconds are the options' numbers as Caddy durations.

@@ -25,8 +25,11 @@ const usage = `Usage: ruvoy [options] [config.ru]
     -w, --workers N          Run the app in N worker processes, one VM each, behind this
                              one (cluster mode); auto: one per core (default: $WEB_CONCURRENCY,
                              else 0: the app runs in this process)
-        --worker-max-rss MIB Replace a worker whose memory grows past MIB, once its
-                             requests end (cluster mode; default: never)
+        --worker-max-rss MIB Replace a worker whose memory grows past MIB (checked as its
+                             requests end; cluster mode; default: never)
+        --worker-timeout SECONDS
+                             Kill a worker that has not reported for SECONDS (stopped, frozen),
+                             answering its requests 504; a new one takes its place (default 30)
         --tls-cert FILE      Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN, and HTTP/3 on the same
         --tls-key FILE       port) with this certificate and key (PEM)
         --tls-client-ca FILE Ask clients for certificates signed by this CA (PEM); the app
@@ -51,6 +54,13 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --max-body-bytes N   Refuse request bodies over N bytes with 413 (default: no limit)
         --max-requests N     Admit at most N requests to Ruby at once; more get 503 (default 1024)
         --queue-timeout MS   Let a request over --max-requests wait MS for a place (default 0)
+        --max-requests-per-connection N
+                             Admit at most N requests of one HTTP/2 or HTTP/3 connection to Ruby
+                             at once; more wait for one of them to end (default 64, or a
+                             quarter of --max-requests when that is less)
+        --write-timeout SECONDS
+                             Cut a response whose client takes none of it for SECONDS (a write
+                             of up to 64 KiB that does not finish); 0: never (default 30)
         --max-inflight-body-bytes N
                              Hold at most N request body bytes in memory across requests;
                              a request that would pass it gets 503 (default 67108864)
@@ -95,6 +105,10 @@ const usageHint = "Run 'ruvoy --help' for usage.\n"
 // slow modem's rate.
 const defaultMinUploadRate = 1024
 
+// defaultWriteTimeout is --write-timeout's default, in seconds: between
+// Puma's 10 and nginx's 60 (send_timeout).
+const defaultWriteTimeout = 30
+
 // defaultFilterParameters are the names a new Rails app filters from its
 // logs (config/initializers/filter_parameter_logging.rb).
 var defaultFilterParameters = []string{"passw", "secret", "token", "_key", "crypt", "salt", "certificate", "otp", "ssn"}
@@ -107,6 +121,9 @@ type options struct {
 	grace                      int
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
+	maxPerConnection           int     // 0: the default
+	writeTimeout               float64 // seconds; 0: never
+	workerTimeout              float64 // seconds; 0: the default
 	workers                    int     // 0: the app runs in this process
 	workerMaxRSS               int64   // MiB; 0: none
 	stallWarn                  int     // ms; -1: the default
@@ -162,7 +179,7 @@ func (o *options) url() string {
 // --port=80, before or after the rackup; -- ends them.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
-		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters}
+		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters, writeTimeout: defaultWriteTimeout}
 	if p := getenv("PORT"); p != "" {
 		o.port = p
 	}
@@ -206,11 +223,21 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	intFlag(fs, &o.workerMaxRSS, "worker-max-rss", 1, "")
 	intFlag(fs, &o.maxRequests, "max-requests", 1, "")
 	intFlag(fs, &o.queueTimeout, "queue-timeout", 0, "")
+	intFlag(fs, &o.maxPerConnection, "max-requests-per-connection", 1, "")
 	intFlag(fs, &o.bodyBudget, "max-inflight-body-bytes", 1, "")
 	intFlag(fs, &o.stallWarn, "stall-warn", 0, "")
 	intFlag(fs, &o.minUploadRate, "min-upload-rate", 0, "")
 	secondsFlag(fs, &o.requestTimeout, "request-timeout")
 	secondsFlag(fs, &o.holdLimit, "vm-hold-limit")
+	secondsFlag(fs, &o.workerTimeout, "worker-timeout")
+	fs.Func("write-timeout", "", func(v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || math.IsInf(n, 0) {
+			return fmt.Errorf("--write-timeout: want a number of seconds (0: never), got %q", v)
+		}
+		o.writeTimeout = n
+		return nil
+	})
 	fs.Func("cluster", "", func(v string) error {
 		c, err := parseCluster(v)
 		o.clusters = append(o.clusters, c)

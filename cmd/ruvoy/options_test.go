@@ -31,7 +31,7 @@ func abs(t *testing.T, path string) string {
 // environment.
 func defaultOptions(t *testing.T) options {
 	return options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
-		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters,
+		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters, writeTimeout: defaultWriteTimeout,
 		rackupArg: "config.ru", rackup: abs(t, "config.ru")}
 }
 
@@ -85,10 +85,12 @@ func TestParseOptions(t *testing.T) {
 		{"WEB_CONCURRENCY=auto", nil, env("WEB_CONCURRENCY", "auto"), func(o *options) { o.workers = runtime.NumCPU() }},
 		{"numbers", []string{"--grace", "3", "--max-body-bytes=100", "--max-requests", "5", "--queue-timeout", "0",
 			"--max-inflight-body-bytes", "1000", "--stall-warn", "0", "--min-upload-rate=0", "--worker-max-rss", "512",
-			"--request-timeout", "1.5", "--vm-hold-limit", "30", "--admin-port", "2019"}, env(), func(o *options) {
+			"--request-timeout", "1.5", "--vm-hold-limit", "30", "--admin-port", "2019",
+			"--max-requests-per-connection", "8", "--write-timeout", "0", "--worker-timeout", "2.5"}, env(), func(o *options) {
 			o.grace, o.maxBodyBytes, o.maxRequests, o.queueTimeout = 3, 100, 5, 0
 			o.bodyBudget, o.stallWarn, o.minUploadRate, o.workerMaxRSS = 1000, 0, 0, 512
 			o.requestTimeout, o.holdLimit, o.adminPort = 1.5, 30, "2019"
+			o.maxPerConnection, o.writeTimeout, o.workerTimeout = 8, 0, 2.5
 		}},
 		{"switches", []string{"--h2c", "--context", "--access-log", "--compress", "--reuse-port", "--print-config", "-v"}, env(),
 			func(o *options) {
@@ -189,6 +191,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--min-upload-rate", "-5"}, env(), `--min-upload-rate: want an integer of at least 0, got "-5"`},
 		{[]string{"--request-timeout", "0"}, env(), `--request-timeout: want a number of seconds above 0, got "0"`},
 		{[]string{"--vm-hold-limit", "Inf"}, env(), `--vm-hold-limit: want a number of seconds above 0, got "Inf"`},
+		{[]string{"--worker-timeout", "0"}, env(), `--worker-timeout: want a number of seconds above 0, got "0"`},
+		{[]string{"--write-timeout", "-1"}, env(), `--write-timeout: want a number of seconds (0: never), got "-1"`},
+		{[]string{"--max-requests-per-connection", "0"}, env(), `--max-requests-per-connection: want an integer of at least 1, got "0"`},
 		{[]string{"--cluster", "x"}, env(), `--cluster: want NAME=URL[,URL...], got "x"`},
 		{[]string{"--cluster", "a=ftp://x"}, env(), `--cluster a: "ftp://x" is not an http:// or https:// URL with no path`},
 		{[]string{"--trusted-proxies", "10.0.0.0/8,bad"}, env(), `--trusted-proxies: "bad" is not an IP range (CIDR) or address`},

@@ -36,6 +36,10 @@ run lambda { |env|
   when "/grow"
     GROWN << ("x" * Integer(req.params.fetch("mib", "64")) * 1024 * 1024)
     [200, text, [Process.pid.to_s]]
+  when "/leak"
+    # An app that leaks: each request keeps 200 KB.
+    GROWN << ("x" * 200_000)
+    [200, text, [Process.pid.to_s]]
   when "/file"
     Rack::Files.new(File.expand_path(".", __dir__)).call(env.merge("PATH_INFO" => "/file.txt"))
   when "/upload"
@@ -51,6 +55,18 @@ run lambda { |env|
       y << "second\n"
     end
     [200, text, body]
+  when "/hold"
+    # A connection the app takes over (partial hijack): it echoes 5-byte
+    # messages until the client closes, after telling which worker holds it.
+    echo = lambda do |io|
+      io.write("#{Process.pid}\n")
+      while (message = io.read(5))
+        io.write(message)
+      end
+    ensure
+      io.close
+    end
+    [200, { "content-type" => "text/plain", "rack.hijack" => echo }, []]
   when "/stream"
     body = Enumerator.new { |y| 5.times { |i| y << "chunk #{i}\n"; sleep 0.01 } }
     [200, text, body]
