@@ -120,9 +120,12 @@ func (a *admission) connPlace(c *connInfo, r *http.Request) bool {
 // connPlaces counts one connection's requests in Ruby. HTTP/2 and HTTP/3
 // multiplex: without a bound, a few connections whose streams never take
 // a byte (a zero flow-control window) would hold every place in Ruby until
-// the write timeout cut them, and open as many again. A request over the
-// bound waits for a place of its own connection rather than getting 503:
-// its client has no way to know the bound, and the wait costs no place.
+// the write timeout cut them, and open as many again. The Caddy module
+// also advertises the bound as HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS,
+// so that browsers and load balancers open another connection rather than
+// queue; a request over it (another handler's streams share the limit, a
+// client that ignores it, HTTP/3) waits for a place of its own connection
+// rather than getting 503, and the wait costs no place.
 type connPlaces struct {
 	mu   sync.Mutex
 	held int
@@ -130,8 +133,9 @@ type connPlaces struct {
 }
 
 // defaultPerConn is the places a connection may hold unless configured:
-// this many, and no more than a quarter of max-requests.
-const defaultPerConn = 64
+// this many (Apache's, h2o's and QUIC's default stream limit), and no
+// more than a quarter of max-requests.
+const defaultPerConn = 100
 
 // take takes a place if one is free (nil), or returns a channel closed
 // when one may have become free.

@@ -16,7 +16,7 @@ type AppOptions struct {
 	MaxRequests int // requests admitted to Ruby at once (default 1024)
 	// MaxRequestsPerConnection bounds the requests one HTTP/2 or HTTP/3
 	// connection has in Ruby at once; more wait for one of them to end
-	// (default: 64, at most a quarter of MaxRequests).
+	// (default: 100, at most a quarter of MaxRequests).
 	MaxRequestsPerConnection int
 	QueueTimeout             time.Duration // how long a request over MaxRequests may wait (default 0)
 	MaxBodyBytes             int64         // request bodies over this get 413 (0: no limit)
@@ -60,6 +60,10 @@ type AppOptions struct {
 	// WorkerTimeout is how long a worker may go without reporting before
 	// it is killed and its requests get 504 (default 30s).
 	WorkerTimeout time.Duration
+	// WriteTimeout is the server's: a write to the client that does not
+	// finish within it fails (Caddy's write_idle_timeout). ruvoy counts and
+	// logs the responses it cut (writetimeout.go); 0: none.
+	WriteTimeout time.Duration
 }
 
 const (
@@ -114,6 +118,10 @@ func newApp(rt *Runtime, id uint64, o AppOptions, dirs []sendfileDir) *App {
 	return &App{rt: rt, id: id, opts: o, sendfileDirs: dirs,
 		admit: newAdmission(o.MaxRequests, o.MaxRequestsPerConnection, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
+
+// RequestsPerConnection is the most requests one HTTP/2 or HTTP/3
+// connection may have in the app at once.
+func (a *App) RequestsPerConnection() int { return a.opts.MaxRequestsPerConnection }
 
 // Close drops the app: it no longer counts as serving at once, and leaves
 // the VM after unloadDelay, once no request of it is in flight (requests in
@@ -300,8 +308,15 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 	if rs.pump != nil {
 		bodyFailed = rs.pump.failed
 	}
-	unflushed := false // written, not yet flushed: a flush waits until nothing more is at hand
-	flushed := false   // the head is out: how the body is framed is settled
+	unflushed := false    // written, not yet flushed: a flush waits until nothing more is at hand
+	flushed := false      // the head is out: how the body is framed is settled
+	var writing time.Time // when the write under way began
+	failed := func() {    // a write to the client failed
+		cancel = wire.FlagError
+		if stalled(rs.writeErr, time.Since(writing), a.opts.WriteTimeout) {
+			a.rt.writeCuts.cut(a.rt, r, rs.sent, a.opts.WriteTimeout)
+		}
+	}
 	for {
 		m := st.take()
 		if m == nil && unflushed && !flushed && direct >= 0 && a.rt.pollDirect(direct) {
@@ -309,9 +324,10 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 		}
 		if m == nil && unflushed {
 			unflushed, flushed = false, true
+			writing = time.Now()
 			n, err := rs.flush()
 			if err != nil {
-				cancel = wire.FlagError
+				failed()
 				return
 			}
 			if n > 0 {
@@ -356,13 +372,14 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 				return
 			}
 		}
+		writing = time.Now()
 		err := rs.write(m)
 		if rs.hijacked {
 			release() // the request is over; the connection is the app's
 			return
 		}
 		if err != nil {
-			cancel = wire.FlagError
+			failed()
 			if rs.wantDone {
 				l.submit(wire.InDone, id, wire.FlagError, 0, nil)
 			}

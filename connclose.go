@@ -17,7 +17,11 @@ import (
 // an HTTP/2 stream when the handler panics with ErrAbortHandler. An
 // HTTP/1.0 body without a length ends where the connection does, and a
 // clean FIN would pass for its end: there the connection is reset (RST).
+//
+// What the app produced before it failed goes out first: the client gets
+// every byte the app yielded, then the cut.
 func (rs *responder) cut() {
+	_, _ = rs.flush()
 	if rs.req.ProtoMajor == 1 && rs.req.ProtoMinor == 0 && resetConnection(rs.w) {
 		return
 	}

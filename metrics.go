@@ -132,6 +132,8 @@ var (
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.queued.Load()) }},
 		{desc("requests_queued_on_connection", "HTTP/2 and HTTP/3 requests waiting for one of their connection's places (max-requests-per-connection)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.connQueued.Load()) }},
+		{desc("responses_cut_write_timeout_total", "Responses cut because their client took none of them for the write timeout (--write-timeout)."), prometheus.CounterValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.writeCuts.total.Load()) }},
 		{desc("queue_wait_seconds_total", "Time admitted requests spent waiting for a place."), prometheus.CounterValue,
 			func(rt *Runtime, _ *VMStats) float64 { return time.Duration(rt.counters.queueWaitNs.Load()).Seconds() }},
 		{desc("request_body_bytes_held", "Request body bytes read from clients and not yet taken by apps."), prometheus.GaugeValue,

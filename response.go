@@ -28,6 +28,8 @@ type responder struct {
 	log          func(msg, path string, err error)
 	ignoreBody   bool  // the server sent its own body in the app's place
 	err          error // a write failed
+	writeErr     error // why a write to the client failed
+	sent         int64 // body bytes written
 	rc           *http.ResponseController
 	status       int
 	pending      bool // a head is set up but not written yet
@@ -260,9 +262,11 @@ func (rs *responder) writeBody(p []byte) error {
 		return nil
 	}
 	if _, err := rs.w.Write(p); err != nil {
+		rs.writeErr = err
 		return errClientGone
 	}
 	rs.written += len(p)
+	rs.sent += int64(len(p))
 	return nil
 }
 
@@ -285,7 +289,10 @@ func (rs *responder) writeFile(p []byte, status int) error {
 	if rs.ignoreBody {
 		return nil
 	}
-	if _, err := copyFile(rs.w, f, length); err != nil {
+	n, err := copyFile(rs.w, f, length)
+	rs.sent += n
+	if err != nil {
+		rs.writeErr = err
 		return errClientGone
 	}
 	return nil
@@ -298,6 +305,7 @@ func (rs *responder) flush() (int, error) {
 		rs.rc = http.NewResponseController(rs.w)
 	}
 	if err := rs.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		rs.writeErr = err
 		return 0, errClientGone
 	}
 	n := rs.written

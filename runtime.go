@@ -52,6 +52,7 @@ type Runtime struct {
 	stopOnce  sync.Once
 	exitCode  int
 	counters  counters
+	writeCuts writeCuts // responses cut for the write timeout (writetimeout.go)
 	procs     *procsByLoad
 	apps      atomic.Int64 // apps loaded and not closed
 	stallWarn atomic.Int64 // time.Duration; see watchdog.go

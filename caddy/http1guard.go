@@ -2,14 +2,18 @@ package ruvoycaddy
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
 )
 
 func init() {
@@ -33,8 +37,14 @@ func init() {
 // chunk line reaches Go as a malformed one, which ruvoy's handler answers
 // with 400 and a closed connection. Nothing after a refusal reaches Go.
 // After a 101 answer to an Upgrade request the bytes are another
-// protocol's and pass. TLS connections (placed before the tls wrapper, it
-// sees their handshake) and HTTP/2 pass through untouched.
+// protocol's and pass. HTTP/2 passes through untouched.
+//
+// Placed after the tls wrapper (listener_wrappers { ... tls
+// ruvoy_http1_guard }), it reads the decrypted bytes of HTTPS connections
+// too, and holds them to the same rules: a connection whose client chose
+// HTTP/2 by ALPN passes; any other must speak HTTP/1. Placed before tls,
+// it sees TLS connections' handshakes and lets them pass unguarded (it
+// says so in the log once).
 type HTTP1Guard struct {
 	// NoH2C closes, with a 400, a connection that opens with HTTP/2's
 	// preface. ruvoy's own config sets it when cleartext HTTP/2 is off: it
@@ -42,6 +52,8 @@ type HTTP1Guard struct {
 	// alone Caddy wraps each connection in one that hides ReadFrom, and Go
 	// then sends no file with sendfile(2).
 	NoH2C bool `json:"no_h2c,omitempty"`
+
+	logger *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -53,8 +65,9 @@ func (HTTP1Guard) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision records the guard for the handler's check (warnMissingWrappers).
-func (*HTTP1Guard) Provision(ctx caddy.Context) error {
+func (g *HTTP1Guard) Provision(ctx caddy.Context) error {
 	noteWrapper(ctx, "ruvoy_http1_guard")
+	g.logger = ctx.Logger()
 	return nil
 }
 
@@ -70,12 +83,20 @@ func (*HTTP1Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // WrapListener guards each accepted connection.
 func (g HTTP1Guard) WrapListener(l net.Listener) net.Listener {
-	return &guardListener{Listener: l, noH2C: g.NoH2C}
+	return &guardListener{Listener: l, noH2C: g.NoH2C, logger: g.logger}
 }
 
 type guardListener struct {
 	net.Listener
-	noH2C bool
+	noH2C    bool
+	logger   *zap.Logger
+	warnOnce sync.Once // placed before tls: said once
+}
+
+// tlsState is a TLS connection (*tls.Conn, under the tls wrapper): Caddy
+// and Go's server take a connection that has it for one over TLS.
+type tlsState interface {
+	ConnectionState() tls.ConnectionState
 }
 
 func (l *guardListener) Accept() (net.Conn, error) {
@@ -83,12 +104,50 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, err
 	}
-	return &guardConn{Conn: c, framer: framer{noH2C: l.noH2C}}, nil
+	if t, ok := c.(tlsState); ok {
+		return &tlsGuardConn{guardConn{Conn: c, listener: l, overTLS: t}}, nil
+	}
+	return &guardConn{Conn: c, listener: l, framer: framer{noH2C: l.noH2C}}, nil
+}
+
+// tlsGuardConn guards a TLS connection's decrypted bytes, and is one over
+// TLS to those above it.
+type tlsGuardConn struct{ guardConn }
+
+func (c *tlsGuardConn) ConnectionState() tls.ConnectionState { return c.overTLS.ConnectionState() }
+
+// alpn decides, once the handshake is done, what the guard reads: a
+// connection whose client chose HTTP/2 passes; any other is HTTP/1's,
+// where HTTP/2's preface is refused.
+func (c *guardConn) alpn() error {
+	c.alpnDone = true
+	if h, ok := c.Conn.(interface{ HandshakeContext(context.Context) error }); ok {
+		if err := h.HandshakeContext(context.Background()); err != nil {
+			return err
+		}
+	}
+	if c.overTLS.ConnectionState().NegotiatedProtocol == "h2" {
+		c.state = statePreface
+	} else {
+		c.noH2C = true
+	}
+	return nil
 }
 
 // Past this much head without its end the guard refuses the connection
 // (Go refuses heads over its MaxHeaderBytes, 16 KiB under Caddy, itself).
 const maxGuardedHead = 1 << 20
+
+// warnBeforeTLS says, once, that HTTPS requests pass unguarded.
+func (l *guardListener) warnBeforeTLS() {
+	if l == nil || l.logger == nil {
+		return
+	}
+	l.warnOnce.Do(func() {
+		l.logger.Warn("ruvoy_http1_guard is placed before tls: HTTPS requests reach Go's parser unguarded (request smuggling shapes); place it after tls",
+			zap.String("listener_wrappers", "ruvoy_drain ruvoy_connection_ids tls ruvoy_http1_guard"))
+	})
+}
 
 // Limits of the chunked framing, as Go's reader has them: a chunk-size line
 // of 4 KiB, a trailer section of 4 KiB.
@@ -107,6 +166,7 @@ const (
 	stateChunkEnd
 	stateTrailer
 	statePassthrough
+	statePreface // over TLS, with h2 chosen: HTTP/2's preface, then passthrough
 	stateRefused // a refusal was handed to Go: nothing more is read
 )
 
@@ -115,14 +175,18 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 type guardConn struct {
 	net.Conn
 	framer
-	in    []byte  // read from the connection, not yet handed to Go
-	held  *[]byte // the pooled buffer in lives in; returned once in is empty
-	ready int     // bytes of in that Go may have
-	first bool    // the first bytes were seen
-	tls   bool    // they were a TLS handshake: the bytes are not HTTP's
+	listener *guardListener
+	overTLS  tlsState // the TLS connection whose decrypted bytes it reads, or nil
+	alpnDone bool     // overTLS: the handshake is done, the protocol known
+	in       []byte   // read from the connection, not yet handed to Go
+	held     *[]byte  // the pooled buffer in lives in; returned once in is empty
+	ready    int      // bytes of in that Go may have
+	first    bool     // the first bytes were seen
+	tls      bool     // they were a TLS handshake: the bytes are not HTTP's
 	// upgrade is set while the answer to a request with an Upgrade header
 	// has not begun; switched once that answer was a 101 (Write sees it).
 	upgrade, switched atomic.Bool
+	answer            atomic.Int32   // a head was refused for its size: Go's 400 becomes this status
 	handed            int64          // bytes handed to Go so far
 	onHead            func(at int64) // a test hook: a head at this offset passed
 }
@@ -131,6 +195,11 @@ type guardConn struct {
 func (c *guardConn) NetConn() net.Conn { return c.Conn }
 
 func (c *guardConn) Read(p []byte) (int, error) {
+	if c.overTLS != nil && !c.alpnDone {
+		if err := c.alpn(); err != nil {
+			return 0, err
+		}
+	}
 	for c.ready == 0 {
 		if c.state == stateRefused {
 			c.release()
@@ -185,6 +254,14 @@ func (c *guardConn) Hijacked() []byte {
 // Write watches for the answer to an Upgrade request: after a 101 the
 // connection carries another protocol.
 func (c *guardConn) Write(p []byte) (int, error) {
+	if code := c.answer.Load(); code != 0 && string(p) == goBadRequest {
+		// Go's answer to a head refused for its size: the size's status.
+		c.answer.Store(0)
+		if _, err := io.WriteString(c.Conn, answers[code]); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
 	if c.upgrade.Load() && bytes.HasPrefix(p, http1Prefix) {
 		switch {
 		case bytes.HasPrefix(p, switching):
@@ -249,6 +326,12 @@ func (c *guardConn) readBody(p []byte) (int, error) {
 // where it reads next (a request line, a chunk-size line, the CRLF after a
 // chunk, a trailer line), and nothing after them.
 func (c *guardConn) refuse(marker string) {
+	switch marker {
+	case refusedLongURI:
+		c.answer.Store(http.StatusRequestURITooLong)
+	case refusedLongHead:
+		c.answer.Store(http.StatusRequestHeaderFieldsTooLarge)
+	}
 	c.in = append(c.in[:c.ready], marker...)
 	c.ready = len(c.in)
 	c.state = stateRefused
@@ -257,7 +340,22 @@ func (c *guardConn) refuse(marker string) {
 const (
 	refusedHead = "REFUSED-BY-RUVOY\r\n\r\n"
 	refusedBody = "\x00REFUSED-BY-RUVOY\r\n\r\n"
+	// Heads over maxGuardedHead: Go answers these 400 as any refused
+	// head, and Write turns that answer into the status RFC 9112 wants.
+	refusedLongURI  = "REFUSED-BY-RUVOY-414\r\n\r\n"
+	refusedLongHead = "REFUSED-BY-RUVOY-431\r\n\r\n"
 )
+
+// goBadRequest is Go's answer to a request it cannot parse (net/http's
+// conn.serve), which a refused head gets.
+const goBadRequest = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+
+// answers are what Write sends in place of goBadRequest after a head
+// refused for its size.
+var answers = map[int32]string{
+	http.StatusRequestURITooLong:           "HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n414 URI Too Long",
+	http.StatusRequestHeaderFieldsTooLarge: "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large",
+}
 
 // advance runs the framing machine over the bytes not yet handed out.
 func (c *guardConn) advance() {
@@ -265,9 +363,10 @@ func (c *guardConn) advance() {
 		rest := c.in[c.ready:]
 		if !c.first {
 			c.first = true
-			if rest[0] == 0x16 { // a TLS handshake
+			if rest[0] == 0x16 && c.overTLS == nil { // a TLS handshake: placed before tls
 				c.state = statePassthrough
 				c.tls = true
+				c.listener.warnBeforeTLS()
 			}
 		}
 		if c.switched.Load() {
@@ -276,6 +375,23 @@ func (c *guardConn) advance() {
 		switch c.state {
 		case statePassthrough:
 			c.ready = len(c.in)
+			continue
+		case statePreface:
+			// Go's server would read anything else as an HTTP/1 request
+			// (it serves HTTP/2 on this connection by its preface): a
+			// client that chose h2 and sends another preface is dropped,
+			// as Go's HTTP/2 server drops it over TLS.
+			n := min(len(rest), len(http2Preface))
+			if string(rest[:n]) != http2Preface[:n] {
+				c.refuse("")
+				return
+			}
+			if n == len(http2Preface) {
+				c.state = statePassthrough
+			}
+			if n < len(http2Preface) {
+				return // wait for more
+			}
 			continue
 		case stateRefused:
 			return
@@ -326,7 +442,10 @@ func (f *framer) step(b []byte) (n int, head *framing, refusal string) {
 		f.scanned = scanned
 		if end < 0 {
 			if len(b) > maxGuardedHead {
-				return 0, nil, refusedHead
+				if bytes.IndexByte(b[:maxGuardedHead], '\n') < 0 {
+					return 0, nil, refusedLongURI // the request line alone
+				}
+				return 0, nil, refusedLongHead
 			}
 			return 0, nil, ""
 		}
@@ -577,6 +696,9 @@ func checkHead(head []byte) (framing, bool) {
 	next.upgrade = upgrade
 	return next, true
 }
+
+// http2Preface is what an HTTP/2 client sends first (RFC 9113 3.4).
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 var (
 	newline          = []byte("\n")

@@ -44,7 +44,8 @@ type Handler struct {
 	MaxRequests int `json:"max_requests,omitempty"`
 	// MaxRequestsPerConn bounds the requests one HTTP/2 or HTTP/3
 	// connection has in Ruby at once; more wait for one of them to end
-	// (default 64, or a quarter of MaxRequests when that is less).
+	// (default 100, or a quarter of MaxRequests when that is less). The
+	// server advertises it as HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS.
 	MaxRequestsPerConn int `json:"max_requests_per_connection,omitempty"`
 	// QueueTimeout is how long a request over MaxRequests may wait for a
 	// place before it gets 503 (default 0: at once).
@@ -205,6 +206,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:                  h.Workers,
 		WorkerMaxRSS:             h.WorkerMaxRSSBytes,
 		WorkerTimeout:            time.Duration(h.WorkerTimeout),
+		WriteTimeout:             serverWriteTimeout(ctx),
 		OnWorker:                 logWorker,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
@@ -215,8 +217,27 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app
+	noteStreams(ctx, app.RequestsPerConnection())
 	ctx.Logger().Debug("app loaded", zap.String("rackup", rackup))
 	return nil
+}
+
+// serverWriteTimeout is the write timeout of the server ctx provisions a
+// handler in: its write_idle_timeout, which Caddy sets to a minute when
+// unset (after the handlers are provisioned) and turns off when negative.
+func serverWriteTimeout(ctx caddy.Context) time.Duration {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || srv == nil {
+		return 0
+	}
+	switch t := time.Duration(srv.WriteIdleTimeout); {
+	case t < 0:
+		return 0
+	case t == 0:
+		return time.Minute
+	default:
+		return t
+	}
 }
 
 // extensions turns on env["ruvoy.context"] and env["ruvoy.upstream"] as

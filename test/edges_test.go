@@ -413,27 +413,36 @@ func TestEdgesReadmeCaddyfileKeepsSafeguards(t *testing.T) {
 	if caddyfile == "" {
 		t.Fatal("README.md shows no Caddyfile")
 	}
-	port := freePort(t)
 	rackup, _ := filepath.Abs(app("edges.ru"))
 	caddyfile = strings.Replace(caddyfile, "{\n", "{\n\tadmin off\n\tauto_https off\n\tpersist_config off\n", 1)
-	caddyfile = strings.Replace(caddyfile, "example.com {", "http://127.0.0.1:"+port+" {", 1)
 	caddyfile = strings.Replace(caddyfile, "/srv/app/config.ru", rackup, 1)
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	os.WriteFile(path, []byte(caddyfile), 0o644)
-	s := launch(t, port, "run", "--config", path, "--adapter", "caddyfile")
-	s.waitReady(t)
-	for name, req := range map[string]string{
-		"TE and CL": "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
-		"obs-fold":  "GET /x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n folded\r\n\r\n",
-	} {
-		out, _ := exchange(t, s.addr, req, false, 5*time.Second)
-		if !strings.HasPrefix(out, "HTTP/1.1 400 ") {
-			t.Errorf("%s: want 400, got:\n%s", name, out)
+	serve := func(site string, d h1door) *server {
+		port := freePort(t)
+		text := strings.Replace(caddyfile, "example.com {", strings.ReplaceAll(site, "PORT", port), 1)
+		path := filepath.Join(t.TempDir(), "Caddyfile")
+		os.WriteFile(path, []byte(text), 0o644)
+		s := launch(t, port, "run", "--config", path, "--adapter", "caddyfile")
+		s.waitReady(t)
+		for name, req := range map[string]string{
+			"TE and CL": "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+			"obs-fold":  "GET /x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n folded\r\n\r\n",
+		} {
+			res, _, closed := d.exchange(t, s.addr, req)
+			if res.StatusCode != 400 || !closed {
+				t.Errorf("%s, %s: want 400 and a closed connection, got %d (closed: %v)", d.name, name, res.StatusCode, closed)
+			}
 		}
+		for _, warning := range []string{"listener wrapper", "placed before tls"} {
+			if strings.Contains(s.stderr.String(), warning) {
+				t.Errorf("%s: a warning about the listener wrappers:\n%s", d.name, s.stderr)
+			}
+		}
+		return s
 	}
-	if strings.Contains(s.stderr.String(), "listener wrapper") {
-		t.Errorf("a warning about missing listener wrappers:\n%s", s.stderr)
-	}
+	// Over HTTPS, the guard (after tls) reads the decrypted requests.
+	certs := makeCerts(t)
+	serve("https://127.0.0.1:PORT {\n\ttls "+certs.serverCert+" "+certs.serverKey, h1door{name: "tls", tls: true, alpn: []string{"http/1.1"}})
+	s := serve("http://127.0.0.1:PORT {", h1door{name: "cleartext"})
 	// A request that runs past the grace period does not hold the stop.
 	c, err := net.Dial("tcp", s.addr)
 	if err != nil {

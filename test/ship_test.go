@@ -97,20 +97,24 @@ func TestShipTLSInternal(t *testing.T) {
 	equal(t, "protocol", res.Proto, "HTTP/2.0")
 }
 
+// smugglingShapes are HTTP/1.1 requests whose framing a proxy in front
+// could read differently: each gets 400 and a closed connection.
+var smugglingShapes = map[string]string{
+	"Transfer-Encoding with Content-Length": "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	"chunked on HTTP/1.0":                   "POST /raw/options HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	"Transfer-Encoding other than chunked":  "POST /raw/options HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	"two Transfer-Encodings":                "POST /raw/options HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	"obs-fold":                              "GET /raw/options HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n  b\r\n\r\n",
+	"an obs-folded Transfer-Encoding":       "POST /raw/options HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	"conflicting Content-Lengths":           "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+	"a Content-Length list":                 "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello",
+}
+
 // HTTP/1.1 request-smuggling shapes: 400, the connection closed, the app
-// never called.
+// never called (over TLS too: TestHostileSmugglingOverBothDoors).
 func TestShipRefusesRequestSmuggling(t *testing.T) {
 	s := start(t, app("core.ru"))
-	shapes := map[string]string{
-		"Transfer-Encoding with Content-Length": "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-		"chunked on HTTP/1.0":                   "POST /raw/options HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-		"Transfer-Encoding other than chunked":  "POST /raw/options HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-		"two Transfer-Encodings":                "POST /raw/options HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-		"obs-fold":                              "GET /raw/options HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n  b\r\n\r\n",
-		"conflicting Content-Lengths":           "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
-		"a Content-Length list":                 "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello",
-	}
-	for name, request := range shapes {
+	for name, request := range smugglingShapes {
 		c, err := net.Dial("tcp", s.addr)
 		if err != nil {
 			t.Fatal(err)

@@ -151,8 +151,8 @@ func buildConfig(o *options) ([]byte, error) {
 		Protocols: protocols,
 		// Shutdown only once accepted connections' first request heads
 		// are read; connection numbers for env["ruvoy.context"]; refusal
-		// of request smuggling shapes on cleartext HTTP/1.x (before TLS:
-		// TLS passes).
+		// of request smuggling shapes on HTTP/1.x (after TLS, when there
+		// is TLS: configureTLS).
 		ListenerWrappersRaw: []json.RawMessage{
 			m.module(&ruvoycaddy.Drain{}, "wrapper", "ruvoy_drain"),
 			m.module(ruvoycaddy.ConnectionIDs{}, "wrapper", "ruvoy_connection_ids"),
@@ -260,9 +260,14 @@ func milliseconds(ms int) caddy.Duration {
 // and HTTP/3 on the same port, with the certificate the options name.
 func configureTLS(o *options, server *caddyhttp.Server, apps caddy.ModuleMap, m *modules) {
 	server.Protocols = []string{"h1", "h2", "h3"}
-	// Caddy's type for this wrapper is unexported; it has no settings.
-	server.ListenerWrappersRaw = append(server.ListenerWrappersRaw, json.RawMessage(`{"wrapper": "tls"}`))
-	policy := &caddytls.ConnectionPolicy{}
+	// TLS goes before the HTTP/1 guard, which then reads the decrypted
+	// bytes. Caddy's type for the tls wrapper is unexported; it has no
+	// settings.
+	wrappers := server.ListenerWrappersRaw
+	server.ListenerWrappersRaw = append(slices.Clone(wrappers[:len(wrappers)-1]), json.RawMessage(`{"wrapper": "tls"}`), wrappers[len(wrappers)-1])
+	// HTTP/1.0 too: a client that offers only it would otherwise get a
+	// handshake alert (no protocol in common), where Puma serves it.
+	policy := &caddytls.ConnectionPolicy{ALPN: []string{"h2", "http/1.1", "http/1.0"}}
 	if o.tlsClientCA != "" {
 		policy.ClientAuthentication = &caddytls.ClientAuthentication{
 			Mode:  "verify_if_given",

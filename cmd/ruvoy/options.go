@@ -56,7 +56,7 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --queue-timeout MS   Let a request over --max-requests wait MS for a place (default 0)
         --max-requests-per-connection N
                              Admit at most N requests of one HTTP/2 or HTTP/3 connection to Ruby
-                             at once; more wait for one of them to end (default 64, or a
+                             at once; more wait for one of them to end (default 100, or a
                              quarter of --max-requests when that is less)
         --write-timeout SECONDS
                              Cut a response whose client takes none of it for SECONDS (a write
