@@ -63,8 +63,8 @@ func TestHostileH2ZeroWindow(t *testing.T) {
 				if inFlight > 5*perConn {
 					t.Errorf("%v requests in Ruby: five connections hold more than %d places each", inFlight, perConn)
 				}
-				if peakMiB > rest+300 {
-					t.Errorf("RSS grew from %d to %d MiB under the attack: more than 300 MiB", rest, peakMiB)
+				if bound := 300 * memoryScale(t); peakMiB > rest+bound {
+					t.Errorf("RSS grew from %d to %d MiB under the attack: more than %d MiB", rest, peakMiB, bound)
 				}
 				// The write timeout cuts the stalled responses.
 				eventually(t, 30*time.Second, "the stalled responses cut", func() bool {
@@ -149,8 +149,9 @@ func TestHostileH2Floods(t *testing.T) {
 					if ok != 200 {
 						t.Errorf("a well-behaved client got %d of 200 answers (last failure: %s)", ok, failure)
 					}
-					if peakMiB > rest+200 {
-						t.Errorf("RSS grew from %d to %d MiB under the flood", rest, peakMiB)
+					// Caddy alone is the comparison: its figures are logged.
+					if bound := 200 * memoryScale(t); target == "ruvoy" && peakMiB > rest+bound {
+						t.Errorf("RSS grew from %d to %d MiB under the flood: more than %d MiB", rest, peakMiB, bound)
 					}
 				})
 			}

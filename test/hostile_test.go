@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"debug/buildinfo"
 	"fmt"
 	"io"
 	"net"
@@ -210,6 +211,22 @@ func (g *goodClient) run(path, want string, n, workers int) (ok int, p50, p99 ti
 		p50, p99 = took[len(took)/2], took[len(took)*99/100]
 	}
 	return ok, p50, p99, failure
+}
+
+// memoryScale is what a memory bound is multiplied by for the binary
+// under test: the race detector's shadow memory makes a process several
+// times larger (CI runs the race build).
+func memoryScale(t *testing.T) int {
+	info, err := buildinfo.ReadFile(binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return 4
+		}
+	}
+	return 1
 }
 
 // rssMiB is a process's resident memory, in MiB.
