@@ -114,35 +114,31 @@ rv_msg *rv_direct_release(int slot)
     return m;
 }
 
-/* Every message for Go goes through here: to its request's direct slot
- * while one is claimed for it, else to the inbox. Any thread may call it. */
-void rv_to_go_push(rv_msg *m)
+/* Puts m in its request's direct slot, if one is claimed for it: 1 when
+ * it did (rv_outbox.c). Any thread may call it. */
+int rv_direct_take(rv_msg *m)
 {
-    if (rv_relay_take(m))
-        return;
-    if (m->stream) {
-        int n = atomic_load_explicit(&limit, memory_order_relaxed);
-        for (int i = 0; i < n; i++) {
-            rv_direct *d = &slots[i];
-            if (atomic_load(&d->stream) != m->stream)
-                continue;
-            pthread_mutex_lock(&d->mu);
-            if (atomic_load(&d->stream) == m->stream) {
-                m->next = NULL;
-                if (d->tail)
-                    d->tail->next = m;
-                else
-                    d->head = m;
-                d->tail = m;
-                atomic_store_explicit(&d->has, 1, memory_order_relaxed);
-                if (d->waiting)
-                    pthread_cond_signal(&d->cond);
-                pthread_mutex_unlock(&d->mu);
-                return;
-            }
-            pthread_mutex_unlock(&d->mu); /* released meanwhile */
-            break;
+    int n = atomic_load_explicit(&limit, memory_order_relaxed);
+    for (int i = 0; i < n; i++) {
+        rv_direct *d = &slots[i];
+        if (atomic_load(&d->stream) != m->stream)
+            continue;
+        pthread_mutex_lock(&d->mu);
+        if (atomic_load(&d->stream) == m->stream) {
+            m->next = NULL;
+            if (d->tail)
+                d->tail->next = m;
+            else
+                d->head = m;
+            d->tail = m;
+            atomic_store_explicit(&d->has, 1, memory_order_relaxed);
+            if (d->waiting)
+                pthread_cond_signal(&d->cond);
+            pthread_mutex_unlock(&d->mu);
+            return 1;
         }
+        pthread_mutex_unlock(&d->mu); /* released meanwhile */
+        return 0;
     }
-    rv_inbox_push(&rv_to_go, m);
+    return 0;
 }

@@ -6,8 +6,8 @@
  * HELD_NS it tells the front end (RV_WORKER_HELD), which sends new requests
  * to other workers meanwhile, and writes what the held VM sent (a streamed
  * chunk, a log line: rv_relay_flush_held); it says so again when Ruby lets
- * go. A quiet worker's watch sleeps on an eventfd the relay writes when a
- * request comes (rv_held_busy). It used to be a goroutine: each of its
+ * go. A quiet worker's watch sleeps on an eventfd written when the relay
+ * counts a request in (busy, which the relay calls: rv_relay_on_busy). It used to be a goroutine: each of its
  * looks woke Go's timer thread, often twice, and sysmon after the cgo
  * call, about five switches a look where this thread makes one
  * (docs/benchmarks.md, "Cluster mode").
@@ -28,11 +28,11 @@ enum { INFLIGHT = 1 }; /* rv_relay_counts' order */
 
 /* Whether the watch sleeps until a request comes: it sets armed, then
  * looks at the requests in flight; the relay counts one in, then looks at
- * armed (rv_held_busy): whichever comes second sees the other. */
+ * armed (busy): whichever comes second sees the other. */
 static _Atomic int armed;
 static int wake_fd = -1; /* written when a request comes to an armed watch */
 
-void rv_held_busy(void)
+static void busy(void)
 {
     if (atomic_load(&armed) && atomic_exchange(&armed, 0)) {
         uint64_t one = 1;
@@ -96,6 +96,7 @@ int rv_held_watch(void)
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0)
         return -errno;
+    rv_relay_on_busy(busy);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

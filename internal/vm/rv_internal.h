@@ -32,19 +32,22 @@ void rv_inbox_drain_fd(rv_inbox *q);
 
 extern rv_inbox rv_to_vm, rv_to_go;
 
-/* A message for Go: to the direct slot of its request, or rv_to_go
- * (rv_direct.c). */
+/* ---- the way out to Go (rv_outbox.c) ---- */
+/* A message for Go: to a worker's relay, its request's direct slot, or
+ * rv_to_go. */
 void rv_to_go_push(rv_msg *m);
+void rv_send_reply(uint64_t result, const char *text, size_t len); /* a control message's answer */
+void rv_outbox_divert(int (*take)(rv_msg *m)); /* a worker's relay takes what it can */
+int rv_direct_take(rv_msg *m);                 /* 1: it went to its direct slot (rv_direct.c) */
 
 /* ---- a worker's relay (rv_relay.c) ---- */
-extern _Thread_local int rv_vm_thread; /* 1 on the VM thread */
-int rv_relay_take(rv_msg *m);           /* a message for the front end: 1 if the relay took it */
+extern _Thread_local int rv_vm_thread;   /* 1 on the VM thread */
+void rv_relay_on_busy(void (*fn)(void)); /* fn hears of a request to a worker with none in flight */
 void rv_relay_begin(rv_msg *m);         /* RV_IN_RELAY */
 void rv_relay_flush(void);              /* the loop, before it waits */
 int rv_relay_fd(void);                  /* the socket the loop reads, or -1 */
 void rv_relay_events(uint32_t events);  /* epoll says the socket is ready */
 void rv_relay_flush_held(void);         /* writes what a held VM thread sent */
-void rv_held_busy(void);                /* a request came to a worker with none in flight */
 
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 
@@ -209,7 +212,6 @@ VALUE rv_pending_exception(rv_stream *s);
 VALUE rv_interrupt_exception(rv_stream *s);
 void rv_stream_init(void);
 void rv_interrupt_deliver(rv_msg *m);
-int rv_interrupted(rv_stream *s, VALUE exc);
 void rv_interrupt_init(void);
 void rv_early_hints_init(void);
 void rv_request_start(rv_msg *m);
@@ -218,6 +220,7 @@ VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));
 VALUE rv_env_build(rv_stream *s);
 void rv_respond(rv_stream *s, VALUE env, VALUE response);
 void rv_respond_error(rv_stream *s, int status);
+void rv_request_failed(rv_stream *s, VALUE exc, const char *what); /* the app or its body raised */
 void rv_stream_write(rv_stream *s, VALUE str, int now);
 void rv_response_init(void);
 void rv_request_init(void);
@@ -235,7 +238,6 @@ void rv_hijack_count(void);
 
 void rv_log(int level, const char *msg, int nfields, const char *const *fields);
 void rv_log_exception(rv_stream *s, const char *what, VALUE exc);
-void rv_send_reply(uint64_t result, const char *text, size_t len);
 
 /* ---- Ruby-side names (rv_ruby.c) ---- */
 

@@ -14,7 +14,7 @@
  * both ways, as a message to the loop and as a word to the interrupter;
  * whichever finds the fiber first raises, once. The exception raised is the
  * stream's (rv_interrupt_exception, rv_stream.c); how a request it ended is
- * answered is the response's (rv_interrupted, rv_response.c).
+ * answered is the response's (rv_request_failed, rv_response.c).
  */
 #include "rv_internal.h"
 

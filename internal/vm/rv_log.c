@@ -50,10 +50,3 @@ void rv_log_exception(rv_stream *s, const char *what, VALUE exc)
     m->flags = RV_LOG_ERROR;
     rv_to_go_push(m);
 }
-
-void rv_send_reply(uint64_t result, const char *text, size_t len)
-{
-    rv_msg *m = rv_msg_new(RV_OUT_REPLY, 0, 0, result, len);
-    memcpy(m->data, text, len);
-    rv_to_go_push(m);
-}

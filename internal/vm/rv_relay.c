@@ -185,11 +185,23 @@ static void flush_until(uint64_t target, uint64_t deadline)
     }
 }
 
+static int take(rv_msg *m);
+
 void rv_relay_open(int fd)
 {
     pthread_mutex_lock(&R.mu);
     R.fd = fd;
     pthread_mutex_unlock(&R.mu);
+    rv_outbox_divert(take);
+}
+
+/* Who hears that a request came to a worker with none in flight (the
+ * held watch, which then looks again). */
+static void (*_Atomic on_busy)(void);
+
+void rv_relay_on_busy(void (*fn)(void))
+{
+    atomic_store(&on_busy, fn);
 }
 
 void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, const void *data, size_t len)
@@ -239,7 +251,9 @@ static void arm_out(int want)
         R.out_armed = want;
 }
 
-int rv_relay_take(rv_msg *m)
+/* The outbox's divert: a message for the front end, once the relay reads
+ * the socket; 1 when it took it. */
+static int take(rv_msg *m)
 {
     if (!R.reading || m->kind == RV_OUT_REPLY || m->kind == RV_OUT_RELAY_END)
         return 0;
@@ -341,8 +355,11 @@ static void frame_in(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t au
     case RV_IN_REQUEST:
         aux = R.app; /* the front end's number for it is not the VM's */
         atomic_fetch_add_explicit(&counts[ADMITTED], 1, memory_order_relaxed);
-        if (atomic_fetch_add(&counts[INFLIGHT], 1) == 0)
-            rv_held_busy();
+        if (atomic_fetch_add(&counts[INFLIGHT], 1) == 0) {
+            void (*busy)(void) = atomic_load(&on_busy);
+            if (busy)
+                busy();
+        }
         break;
     case RV_IN_CANCEL: {
         uint32_t slot = RV_SLOT(stream);

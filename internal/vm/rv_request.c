@@ -96,29 +96,6 @@ static VALUE respond(VALUE arg)
     return Qnil;
 }
 
-static void app_failed(rv_stream *s, VALUE exc)
-{
-    if (s->cancelled || rb_obj_is_kind_of(exc, rv_eClientDisconnected)) {
-        s->reset = 1; /* nobody is listening; nothing to log */
-        return;
-    }
-    if (rv_interrupted(s, exc))
-        return;
-    if (rb_obj_is_kind_of(exc, rv_eBodyTooLarge) || rb_obj_is_kind_of(exc, rv_eBadRequest)) {
-        /* The client's fault, not the app's: a 413 or 400 if it still can be. */
-        if (s->head_sent)
-            s->reset = 1;
-        else
-            rv_respond_error(s, rb_obj_is_kind_of(exc, rv_eBadRequest) ? 400 : 413);
-        return;
-    }
-    rv_log_exception(s, "the app raised", exc);
-    if (s->head_sent)
-        s->reset = 1;
-    else
-        rv_respond_error(s, 500);
-}
-
 /* ---- after the response: rack.after_reply and rack.response_finished ---- */
 
 struct hooks {
@@ -225,7 +202,7 @@ static void serve(rv_stream *s)
     if (state) {
         exc = rb_errinfo();
         rb_set_errinfo(Qnil);
-        app_failed(s, exc);
+        rv_request_failed(s, exc, "the app raised");
     } else if (!NIL_P(s->hijack_io)) {
         rv_hijack_run(s); /* a partial hijack or an upgrade */
         return;
