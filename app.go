@@ -53,6 +53,9 @@ type AppOptions struct {
 	// WorkerMaxRSS replaces a worker whose resident memory grows past it
 	// (bytes; 0: never), once its requests have ended.
 	WorkerMaxRSS int64
+	// EarlyHintsHTTP1 sends the app's 103 Early Hints to HTTP/1.1
+	// clients too, not only to HTTP/2 and HTTP/3 ones (earlyhints.go).
+	EarlyHintsHTTP1 bool
 }
 
 const (
@@ -208,7 +211,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.opts.RemoteUser != nil {
 		mounted.remoteUser = a.opts.RemoteUser(r)
 	}
-	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context, mounted)
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context, mounted, a.opts.EarlyHintsHTTP1)
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)

@@ -478,10 +478,10 @@ type chromium struct {
 
 // startChromium runs headless Chromium with a throwaway profile and
 // connects to its DevTools endpoint, which it prints on stderr.
-func startChromium(t testing.TB, bin string) *chromium {
+func startChromium(t testing.TB, bin string, flags ...string) *chromium {
 	t.Helper()
-	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--remote-debugging-port=0", "--user-data-dir="+t.TempDir(), "about:blank")
+	cmd := exec.Command(bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--remote-debugging-port=0", "--user-data-dir=" + t.TempDir(), "about:blank"}, flags...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -6,8 +6,10 @@ use Rack::Lint
 run lambda { |env|
   case env["PATH_INFO"]
   when "/hints"
-    env["rack.early_hints"].call("Link" => "</style.css>; rel=preload; as=style\n</app.js>; rel=preload; as=script")
-    [200, { "content-type" => "text/plain", "link" => "</final>" }, ["hinted\n"]]
+    # As Rails does: no key, no hints.
+    hints = env["rack.early_hints"]
+    hints&.call("Link" => "</style.css>; rel=preload; as=style\n</app.js>; rel=preload; as=script")
+    [200, { "content-type" => "text/plain", "link" => "</final>" }, [hints ? "hinted\n" : "not hinted\n"]]
   when "/hints/late"
     body = Enumerator.new do |y|
       y << "a"
