@@ -75,14 +75,15 @@ bench: setup-test ruvoy ruvoy-nethttp go-plain
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
 # handler. pkg/ruvoy-VERSION-PLATFORM.gem
 gem: $(SOURCES)
-	rm -rf pkg/gem && mkdir -p pkg/gem/libexec pkg/gem/lib/ruvoy pkg/gem/lib/rack/handler
+	rm -rf pkg/gem && mkdir -p pkg/gem/libexec pkg/gem/lib/ruvoy pkg/gem/lib/rack/handler pkg/gem/lib/rackup/handler
 	cp gem/ruvoy.gemspec README.md pkg/gem/
 	cp -r gem/exe pkg/gem/
 	$(GO) build -ldflags "-s -w" -o pkg/gem/libexec/ruvoy ./cmd/ruvoy
 	ruby -e 'c = RbConfig::CONFIG; puts [c["ruby_version"], Gem::Platform.local.to_s, c["arch"]].join(" ")' > pkg/gem/libexec/RUBY_ABI
 	cp gem/ruvoy.rb pkg/gem/lib/
-	cp lib/ruvoy/version.rb pkg/gem/lib/ruvoy/
+	cp lib/ruvoy/version.rb lib/ruvoy/rack_handler.rb pkg/gem/lib/ruvoy/
 	cp lib/rack/handler/ruvoy.rb pkg/gem/lib/rack/handler/
+	cp lib/rackup/handler/ruvoy.rb pkg/gem/lib/rackup/handler/
 	cd pkg/gem && gem build --quiet ruvoy.gemspec && mv ruvoy-*.gem ..
 
 clean:

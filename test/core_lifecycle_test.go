@@ -311,7 +311,14 @@ func TestCoreCommandLine(t *testing.T) {
 }
 
 func TestCoreBundler(t *testing.T) {
-	s := start(t, app("bundled/config.ru"))
+	// The lock is made from the gems this machine has, as an app's is.
+	dir := copyTree(t, app("bundled"))
+	lock := exec.Command("bundle", "lock", "--local")
+	lock.Dir = dir
+	if out, err := lock.CombinedOutput(); err != nil {
+		t.Fatalf("bundle lock --local: %v\n%s", err, out)
+	}
+	s := start(t, filepath.Join(dir, "config.ru"))
 	r := s.get(t, "/")
 	equal(t, "status", r.status, 200)
 	if !strings.HasPrefix(r.body, "bundler=Gemfile ") || !strings.Contains(r.body, "rack") {

@@ -280,10 +280,37 @@ func TestFrameworksTrustedProxies(t *testing.T) {
 		"HTTP_X_FORWARDED_FOR": "203.0.113.9", "HTTP_X_FORWARDED_PROTO": "https"})
 }
 
-// `rackup -s ruvoy` and `rails server -u ruvoy` hand over to ruvoy.
+// `rackup -s ruvoy` and `rails server -u ruvoy` hand over to ruvoy, under
+// Rack 2 (Rack::Handler) and rackup 2 (Rack 3's Rackup::Handler), with no
+// deprecation warning.
 func TestFrameworksRackHandler(t *testing.T) {
 	lib, _ := filepath.Abs("../lib")
 	handlerEnv := []string{"RUBYLIB=" + lib, "RUVOY_BIN=" + binary(t)}
+	noWarning := func(what string, s *server) {
+		t.Helper()
+		if strings.Contains(strings.ToLower(s.stderr.String()), "deprecat") {
+			t.Errorf("%s warned:\n%s", what, s.stderr)
+		}
+	}
+
+	lookup := cmd(handlerEnv, "ruby", "-e", `begin
+  require "rackup"
+  handlers = Rackup::Handler
+rescue LoadError
+  require "rack/handler"
+  handlers = Rack::Handler
+end
+print handlers.get("ruvoy").name`)
+	var stderr strings.Builder
+	lookup.Stderr = &stderr
+	name, err := lookup.Output()
+	if err != nil {
+		t.Fatalf("Handler.get(\"ruvoy\"): %v\n%s", err, stderr.String())
+	}
+	if got := string(name); got != "Rack::Handler::Ruvoy" && got != "Rackup::Handler::Ruvoy" {
+		t.Fatalf("Handler.get(\"ruvoy\") is %q", got)
+	}
+	equal(t, "Handler.get(\"ruvoy\") warnings", stderr.String(), "")
 
 	port := freePort(t)
 	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
@@ -293,11 +320,13 @@ func TestFrameworksRackHandler(t *testing.T) {
 	startCmd(t, s)
 	equal(t, "rackup -s ruvoy", s.get(t, "/raw/hello").body, "hello world")
 	s.waitStdout(t, "exec'd ruvoy", "serving "+mustAbs(t, "apps/core.ru"))
+	noWarning("rackup -s ruvoy", s)
 
 	dir, env := railsApp(t)
 	s = railsServerRuvoy(t, dir, append(env, handlerEnv...))
 	equal(t, "rails server -u ruvoy", s.get(t, "/articles").status, 200)
 	s.waitStdout(t, "exec'd ruvoy", "ruvoy 0.1.0")
+	noWarning("rails server -u ruvoy", s)
 
 	// In development the app boots once (in ruvoy, not first in `rails
 	// server` too) and its request log reaches the console, as under

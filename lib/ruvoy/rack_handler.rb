@@ -1,14 +1,15 @@
 # frozen_string_literal: true
 
 # Ruvoy::RackHandler: what `rackup -s ruvoy` and `rails server -u ruvoy`
-# run (lib/rackup/handler/ruvoy.rb registers it with rackup 2, Rack 3's;
-# lib/rack/handler/ruvoy.rb with Rack 2). It replaces the process with
+# run, as the handler Rackup::Handler::Ruvoy (rackup 2, Rack 3's:
+# lib/rackup/handler/ruvoy.rb) or Rack::Handler::Ruvoy (Rack 2:
+# lib/rack/handler/ruvoy.rb), each a module that extends this one. It replaces the process with
 # the ruvoy server, which loads the rackup itself in its own embedded VM
 # (the app the caller built is left behind), mapping rackup's and Rails'
 # options onto ruvoy's flags. Not part of the runtime the binary embeds.
 module Ruvoy
   module RackHandler
-    def self.run(_app, **options)
+    def run(_app, **options)
       command = self.command(options)
       warn "ruvoy: #{command.join(" ")}" unless options[:Silent]
       # Rails' server logs requests to the console in development; ruvoy's
@@ -17,7 +18,7 @@ module Ruvoy
       exec(*command)
     end
 
-    def self.command(options)
+    def command(options)
       args = [binary]
       args.push("-p", options[:Port].to_s) if options[:Port]
       args.push("-a", options[:Host].to_s) if options[:Host]
@@ -25,7 +26,7 @@ module Ruvoy
       args << File.expand_path(options[:config] || "config.ru")
     end
 
-    def self.valid_options
+    def valid_options
       {
         "Host=HOST" => "Address to bind to (default: 127.0.0.1)",
         "Port=PORT" => "Port to listen on (default: 8080)",
@@ -33,7 +34,7 @@ module Ruvoy
     end
 
     # The ruvoy binary: RUVOY_BIN, the installed gem's, or one on PATH.
-    def self.binary
+    def binary
       return ENV["RUVOY_BIN"] if ENV["RUVOY_BIN"] && !ENV["RUVOY_BIN"].empty?
 
       begin

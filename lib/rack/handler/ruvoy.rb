@@ -1,14 +1,22 @@
 # frozen_string_literal: true
 
 # Rack 2 looks for the "ruvoy" server here: `rackup -s ruvoy`,
-# `rails server -u ruvoy`, Rack::Handler.get("ruvoy"). Under rackup 2
-# (Rack 3), whose Rack::Handler is deprecated, the handler is rackup's.
-if defined?(::Rackup::Handler) && !defined?(::Rack::Handler)
+# `rails server -u ruvoy`, Rack::Handler.get("ruvoy"). rackup 2 (Rack 3)
+# looks in lib/rackup/handler first, and finds this file only in its
+# fallback: the handler is then rackup's.
+if defined?(::Rackup::Handler) && ::Rackup::Handler.respond_to?(:[]) # rackup 2's lookup
   require_relative "../../rackup/handler/ruvoy"
-else
-  require "rack/handler"
-  require_relative "../../ruvoy/rack_handler"
+  return
+end
+require "rack/handler"
+require_relative "../../ruvoy/rack_handler"
 
-  Rack::Handler.const_set(:Ruvoy, Ruvoy::RackHandler) unless Rack::Handler.const_defined?(:Ruvoy, false)
-  Rack::Handler.register("ruvoy", "Rack::Handler::Ruvoy")
+module Rack
+  module Handler
+    module Ruvoy
+      extend ::Ruvoy::RackHandler
+    end
+
+    register "ruvoy", "Rack::Handler::Ruvoy" # Rack 2 registers names
+  end
 end

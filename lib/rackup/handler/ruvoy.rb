@@ -5,5 +5,12 @@
 require "rackup/handler"
 require_relative "../../ruvoy/rack_handler"
 
-Rackup::Handler.const_set(:Ruvoy, Ruvoy::RackHandler) unless Rackup::Handler.const_defined?(:Ruvoy, false)
-Rackup::Handler.register(:ruvoy, Ruvoy::RackHandler)
+module Rackup
+  module Handler
+    module Ruvoy
+      extend ::Ruvoy::RackHandler
+    end
+
+    register :ruvoy, Ruvoy
+  end
+end
