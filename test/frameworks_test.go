@@ -19,11 +19,28 @@ import (
 
 const secretKeyBase = "ruvoy-tests-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// railsApp copies examples/rails and migrates its database.
+// railsExample is the example app for the Rails this machine has:
+// examples/rails (Rails 6.1, Debian 12) or examples/rails72 (Rails 7.2,
+// Debian 13). Each is locked to its Rails.
+func railsExample(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("ruby", "-e", `require "rails/version"; print Rails::VERSION::STRING`).Output()
+	if err != nil {
+		t.Fatalf("which Rails: %v (make setup-test installs it)", err)
+	}
+	if strings.HasPrefix(string(out), "7.2.") {
+		return "../examples/rails72"
+	}
+	return "../examples/rails"
+}
+
+// railsApp copies the Rails example and migrates its database. It is
+// served over cleartext: Rails 7.2's force_ssl is turned off.
 func railsApp(t *testing.T, env ...string) (string, []string) {
 	t.Helper()
-	dir := copyTree(t, "../examples/rails")
-	env = append([]string{"RAILS_ENV=production", "SECRET_KEY_BASE=" + secretKeyBase, "RAILS_SERVE_STATIC_FILES=1"}, env...)
+	dir := copyTree(t, railsExample(t))
+	env = append([]string{"RAILS_ENV=production", "SECRET_KEY_BASE=" + secretKeyBase, "RAILS_SERVE_STATIC_FILES=1",
+		"RAILS_FORCE_SSL=false"}, env...)
 	cmd := exec.Command("bin/rails", "db:migrate")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
