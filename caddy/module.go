@@ -178,7 +178,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		// so at_exit hooks run before Caddy exits, and exit with a status
 		// that says when the stop cut requests short.
 		caddy.OnExit(func(context.Context) {
-			if code := rt.Shutdown(); code != 0 {
+			code := rt.Shutdown()
+			rt.Stopped(code)
+			if code != 0 {
 				os.Exit(code)
 			}
 		})
