@@ -117,6 +117,23 @@ func TestFrameworksSinatraMatchesPuma(t *testing.T) {
 	})
 }
 
+// A bare Rack app under Rack::Lint (Rack 2.2 or 3.1, as installed)
+// answers under ruvoy as under Puma: early hints left out over HTTP/1.1
+// by both, a streamed body, HEAD, a 404.
+func TestFrameworksRackLintMatchesPuma(t *testing.T) {
+	s := start(t, "-e", "production", app("conventions.ru"))
+	reference := puma(t, "apps", "conventions.ru", nil)
+	compareServers(t, s.url, reference, []step{
+		{method: "GET", path: "/hints"},
+		{method: "GET", path: "/page"},
+		{method: "HEAD", path: "/page"},
+		{method: "GET", path: "/stream"},
+		{method: "GET", path: "/whoami?q=1"},
+		{method: "POST", path: "/whoami", form: url.Values{"a": {"1"}}},
+		{method: "GET", path: "/nope"},
+	})
+}
+
 // Each request in flight holds its own database connection (Rails 6.1
 // keys them by thread; ruvoy by fiber), transactions commit, the pool is
 // whole afterwards, and clients that leave mid-transaction leave no row.
