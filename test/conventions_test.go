@@ -98,7 +98,7 @@ func TestConventionsDevelopmentErrors(t *testing.T) {
 	mustContain(t, "development backtrace", res.body, "conventions.ru:")
 	res = dev.do(t, "GET", "/raise", nil, "Accept", "text/html")
 	mustContain(t, "development page", res.body, "<html")
-	equal(t, "development, no error", dev.get(t, "/hints").body, "hinted\n")
+	equal(t, "development, no error", dev.get(t, "/hints").body, "not hinted\n")
 
 	prod := start(t, "-e", "production", app("conventions.ru"))
 	res = prod.get(t, "/raise")
