@@ -7,7 +7,7 @@ export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
 SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 
-.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck stress-short fuzz-short bench gem clean
+.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck e2e-ruby test-trixie stress-short fuzz-short bench gem clean
 
 all: ruvoy
 
@@ -59,7 +59,18 @@ fuzz-short: ruvoy
 	$(GO) test ./internal/vm -run '^$$' -fuzz FuzzRequestHeadReaders -fuzztime 50000x
 	$(GO) run ./fuzz -d 20s -bin ./ruvoy
 
-test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short
+# The end-to-end tests that concern Ruby, Rack and the frameworks (the
+# gem, the Rack handler, Rails, Sinatra and Action Cable among them).
+RUBY_TESTS := Core|Stream|Hijack|Cluster|Frameworks|Cable|Conventions|EarlyHints|ShipGem|Offload|Runaway|WebSocket
+e2e-ruby: ruvoy
+	RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -timeout 30m ./test/... -run '$(RUBY_TESTS)'
+
+# The same checks against Debian 13's Ruby 3.3, Rack 3.1 and Rails 7.2, in
+# a Debian root made once from Debian's registry (build/debian-root.sh).
+test-trixie:
+	build/debian-root.sh trixie make check ruvoy unit e2e-ruby
+
+test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie
 
 # The runtime under plain net/http, without Caddy: a benchmark diagnostic.
 ruvoy-nethttp: $(SOURCES)
@@ -75,14 +86,15 @@ bench: setup-test ruvoy ruvoy-nethttp go-plain
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
 # handler. pkg/ruvoy-VERSION-PLATFORM.gem
 gem: $(SOURCES)
-	rm -rf pkg/gem && mkdir -p pkg/gem/libexec pkg/gem/lib/ruvoy pkg/gem/lib/rack/handler
+	rm -rf pkg/gem && mkdir -p pkg/gem/libexec pkg/gem/lib/ruvoy pkg/gem/lib/rack/handler pkg/gem/lib/rackup/handler
 	cp gem/ruvoy.gemspec README.md pkg/gem/
 	cp -r gem/exe pkg/gem/
 	$(GO) build -ldflags "-s -w" -o pkg/gem/libexec/ruvoy ./cmd/ruvoy
 	ruby -e 'c = RbConfig::CONFIG; puts [c["ruby_version"], Gem::Platform.local.to_s, c["arch"]].join(" ")' > pkg/gem/libexec/RUBY_ABI
 	cp gem/ruvoy.rb pkg/gem/lib/
-	cp lib/ruvoy/version.rb pkg/gem/lib/ruvoy/
+	cp lib/ruvoy/version.rb lib/ruvoy/rack_handler.rb pkg/gem/lib/ruvoy/
 	cp lib/rack/handler/ruvoy.rb pkg/gem/lib/rack/handler/
+	cp lib/rackup/handler/ruvoy.rb pkg/gem/lib/rackup/handler/
 	cd pkg/gem && gem build --quiet ruvoy.gemspec && mv ruvoy-*.gem ..
 
 clean:

@@ -64,6 +64,9 @@ type AppOptions struct {
 	// finish within it fails (Caddy's write_idle_timeout). ruvoy counts and
 	// logs the responses it cut (writetimeout.go); 0: none.
 	WriteTimeout time.Duration
+	// EarlyHintsHTTP1 sends the app's 103 Early Hints to HTTP/1.1
+	// clients too, not only to HTTP/2 and HTTP/3 ones (earlyhints.go).
+	EarlyHintsHTTP1 bool
 }
 
 const (
@@ -230,7 +233,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.opts.RemoteUser != nil {
 		mounted.remoteUser = a.opts.RemoteUser(r)
 	}
-	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context, mounted)
+	head, ok := encodeHead((*bufp)[:0], r, remote, r.TLS != nil, trusted, hasBody, uint32(a.opts.ResponseWindow), context, mounted, a.opts.EarlyHintsHTTP1)
 	if !ok {
 		*bufp = head[:0]
 		headPool.Put(bufp)

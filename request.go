@@ -20,7 +20,7 @@ var forwardedHeaders = map[string]bool{
 // encodeHead appends the wire.InRequest payload for r (a request head,
 // internal/vm/wire.h). trusted says r came from a trusted proxy (see
 // AppOptions.Trusted).
-func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body bool, window uint32, context []byte, m headMount) ([]byte, bool) {
+func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body bool, window uint32, context []byte, m headMount, hintsHTTP1 bool) ([]byte, bool) {
 	if trusted && !tls {
 		tls = strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	}
@@ -35,6 +35,9 @@ func encodeHead(b []byte, r *http.Request, remoteAddr string, tls, trusted, body
 	}
 	if r.Method == http.MethodHead {
 		flags |= wire.ReqHead
+	}
+	if earlyHintsReach(r, hintsHTTP1) {
+		flags |= wire.ReqEarlyHints
 	}
 	asterisk := r.RequestURI == "*"
 	if asterisk {

@@ -266,14 +266,22 @@ const (
 )
 
 const (
+	settleWait  = time.Second
 	unwindWait  = 3 * time.Second
 	cleanupWait = 5 * time.Second
 )
 
 // cutShort raises Ruvoy::Shutdown in the requests still running and
 // waits for them to unwind; it returns ExitCutShort if there were any
-// (code: what an earlier call returned).
+// (code: what an earlier call returned). The servers have drained, so
+// every handler has returned; a request whose answer went out may still
+// be ending in Ruby (closing its body, after-reply hooks): such requests
+// get settleWait to end by themselves first (a stop right after an answer
+// was sometimes counted as cutting it short).
 func (rt *Runtime) cutShort(code int) int {
+	for deadline := time.Now().Add(settleWait); rt.localStats().Requests > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	n := rt.localStats().Requests
 	if n == 0 {
 		return code

@@ -77,7 +77,7 @@ var scenarios = []scenario{
 		return wrk(t, "/cpu", 20, "")
 	}},
 	{name: "ttfb", label: "time to first byte of a streamed response, ms (lower is better)", measure: ttfb},
-	{name: "rails-json", label: "Rails 6.1 JSON show (examples/rails, SQLite), 20 connections", app: "rails",
+	{name: "rails-json", label: "Rails JSON show (SQLite; examples/rails for Rails 6.1, examples/rails72 for 7.2), 20 connections", app: "rails",
 		measure: func(t target) sample { return wrk(t, "/articles/1.json", 20, "") }},
 }
 

@@ -8,6 +8,11 @@ case "$1" in
 cflags)
   exec "$ruby" -rrbconfig -e 'c = RbConfig::CONFIG; puts "-I#{c["rubyarchhdrdir"]} -I#{c["rubyhdrdir"]}"' ;;
 ldflags)
+  if [ "$("$ruby" -rrbconfig -e 'print RbConfig::CONFIG["ENABLE_SHARED"]')" = no ]; then
+    echo "build/rbconfig.sh: $("$ruby" -e 'print RbConfig.ruby') was built without a shared libruby, which ruvoy" \
+      "embeds: use a Ruby built with --enable-shared (ruby-build: RUBY_CONFIGURE_OPTS=--enable-shared)" >&2
+    exit 1
+  fi
   # The directory that holds libruby: libdir, or archlibdir on Debian.
   exec "$ruby" -rrbconfig -e 'c = RbConfig::CONFIG
     dir = [c["libdir"], c["archlibdir"]].compact.find { |d| File.exist?(File.join(d, c["LIBRUBY_SO"])) } || c["libdir"]

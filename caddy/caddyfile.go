@@ -41,6 +41,7 @@ func init() {
 //	    request_window  <size>
 //	    response_window <size>
 //	    sendfile_dirs   <dir...>
+//	    early_hints_http1
 //	    context  { ... }
 //	    upstream { ... }
 //	}
@@ -70,6 +71,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			continue
+		case "early_hints_http1":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.EarlyHintsHTTP1 = true
 		case "context":
 			if err := h.parseContext(d); err != nil {
 				return err

@@ -54,3 +54,17 @@ func TestCaddyfileWorkers(t *testing.T) {
 		}
 	}
 }
+
+// early_hints_http1 takes no argument.
+func TestCaddyfileEarlyHintsHTTP1(t *testing.T) {
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\nearly_hints_http1\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if !h.EarlyHintsHTTP1 {
+		t.Fatal("early_hints_http1 was not read")
+	}
+	if err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\nearly_hints_http1 yes\n}")); err == nil {
+		t.Error("early_hints_http1 yes was accepted")
+	}
+}

@@ -93,6 +93,10 @@ type Handler struct {
 	// X-Accel-Redirect response header may name (Rails'
 	// x_sendfile_header); Go then sends the file. Empty: the headers pass.
 	SendfileDirs []string `json:"sendfile_dirs,omitempty"`
+	// EarlyHintsHTTP1 sends the app's 103 Early Hints
+	// (env["rack.early_hints"]) to HTTP/1.1 clients too; by default only
+	// HTTP/2 and HTTP/3 clients get them.
+	EarlyHintsHTTP1 bool `json:"early_hints_http1,omitempty"`
 	// Context gives the app env["ruvoy.context"] (off when absent).
 	Context *ContextConfig `json:"context,omitempty"`
 	// Upstream gives the app env["ruvoy.upstream"] (off when absent).
@@ -184,7 +188,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		// so at_exit hooks run before Caddy exits, and exit with a status
 		// that says when the stop cut requests short.
 		caddy.OnExit(func(context.Context) {
-			if code := rt.Shutdown(); code != 0 {
+			code := rt.Shutdown()
+			rt.Stopped(code)
+			if code != 0 {
 				os.Exit(code)
 			}
 		})
@@ -208,6 +214,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WorkerTimeout:            time.Duration(h.WorkerTimeout),
 		WriteTimeout:             serverWriteTimeout(ctx),
 		OnWorker:                 logWorker,
+		EarlyHintsHTTP1:          h.EarlyHintsHTTP1,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
 		return err

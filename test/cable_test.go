@@ -23,7 +23,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Action Cable (Rails 6.1) in examples/rails under ruvoy: WebSocket
+// Action Cable (Rails 6.1 or 7.2) in the Rails example under ruvoy: WebSocket
 // clients subscribe to RoomChannel at /cable, MessagesController
 // broadcasts what is POSTed to /rooms/:room/messages.
 
@@ -242,7 +242,7 @@ func (p *poster) post(t testing.TB, room, body string) int {
 	return res.StatusCode
 }
 
-// startCable serves examples/rails (production) with the admin API and
+// startCable serves the Rails example (production) with the admin API and
 // returns the server, the admin URL and the app's directory.
 func startCable(t *testing.T, env []string, args ...string) (*server, string, string) {
 	t.Helper()
@@ -253,13 +253,14 @@ func startCable(t *testing.T, env []string, args ...string) (*server, string, st
 }
 
 // cableFinished counts the WebSocket connections Action Cable saw end, in
-// the app's log.
-func cableFinished(t testing.TB, dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "log", "production.log"))
-	if err != nil {
-		t.Fatal(err)
+// the app's log: log/production.log (Rails 6.1), or the server's stdout
+// (Rails 7.2 logs to STDOUT).
+func cableFinished(t testing.TB, s *server, dir string) int {
+	log := s.stdout.String()
+	if b, err := os.ReadFile(filepath.Join(dir, "log", "production.log")); err == nil {
+		log = string(b)
 	}
-	return strings.Count(string(b), `Finished "/cable/" [WebSocket]`)
+	return strings.Count(log, `Finished "/cable/" [WebSocket]`) + strings.Count(log, `Finished "/cable" [WebSocket]`) // 6.1, 7.2
 }
 
 // One process, the async adapter: subscribers to a room get each
@@ -291,7 +292,7 @@ func TestCableAsync(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "3"
 	})
 	eventually(t, 30*time.Second, "Action Cable drops the vanished subscriber", func() bool {
-		return cableFinished(t, dir) == 1
+		return cableFinished(t, s, dir) == 1
 	})
 	for i := 0; i < 5; i++ {
 		body := fmt.Sprintf("after the reset %d", i)
@@ -317,7 +318,7 @@ func TestCableAsync(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
 	eventually(t, 30*time.Second, "Action Cable saw every connection end", func() bool {
-		return cableFinished(t, dir) == 4
+		return cableFinished(t, s, dir) == 4
 	})
 	equal(t, "still serving", s.get(t, "/articles").status, 200)
 
@@ -432,7 +433,7 @@ func TestCableWorkersPostgres(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == "0"
 	})
 	eventually(t, 30*time.Second, "the workers' Action Cable saw every connection end", func() bool {
-		return cableFinished(t, dir) == len(subs)+1
+		return cableFinished(t, s, dir) == len(subs)+1
 	})
 }
 
@@ -478,10 +479,10 @@ type chromium struct {
 
 // startChromium runs headless Chromium with a throwaway profile and
 // connects to its DevTools endpoint, which it prints on stderr.
-func startChromium(t testing.TB, bin string) *chromium {
+func startChromium(t testing.TB, bin string, flags ...string) *chromium {
 	t.Helper()
-	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--remote-debugging-port=0", "--user-data-dir="+t.TempDir(), "about:blank")
+	cmd := exec.Command(bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--remote-debugging-port=0", "--user-data-dir=" + t.TempDir(), "about:blank"}, flags...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -146,8 +146,18 @@ func puma(t *testing.T, dir, rackup string, env []string) string {
 		t.Fatalf("puma: %v", err)
 	}
 	t.Cleanup(func() {
+		// Puma waits for its threads without a limit (force_shutdown_after):
+		// one a client left in a hijacked or streamed answer kept Puma 6.6
+		// alive, and the test with it.
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		cmd.Wait()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
 		if t.Failed() {
 			t.Logf("puma output:\n%s", out)
 		}

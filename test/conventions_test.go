@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +21,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/net/http2"
 )
 
 // getWith1xx GETs path and returns the 1xx answers before the response.
@@ -48,15 +46,21 @@ func getWith1xx(t *testing.T, c *http.Client, url string) (hints []textproto.MIM
 }
 
 // env["rack.early_hints"] sends a 103 with the app's Link lines before the
-// response, over HTTP/1.1 and HTTP/2; the hints are not the response's
-// headers; none goes to an HTTP/1.0 client or once the response began.
+// response, over HTTP/2, and over HTTP/1.1 with --early-hints-http1; the
+// hints are not the response's headers; none goes to an HTTP/1.0 client
+// or once the response began. Where none would go the app has no
+// env["rack.early_hints"], as under Puma.
 func TestConventionsEarlyHints(t *testing.T) {
 	s := start(t, "--h2c", app("conventions.ru"))
-	h2 := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
-	for name, c := range map[string]*http.Client{"HTTP/1.1": client, "HTTP/2": h2} {
+	hints, res := getWith1xx(t, client, s.url+"/hints")
+	equal(t, "HTTP/1.1 hints by default", len(hints), 0)
+	equal(t, "HTTP/1.1 body by default", res.body, "not hinted\n")
+	hints, res = getWith1xx(t, h2cClient(), s.url+"/hints")
+	equal(t, "HTTP/2 hints by default", len(hints), 1)
+	equal(t, "HTTP/2 body by default", res.body, "hinted\n")
+
+	s = start(t, "--h2c", "--early-hints-http1", app("conventions.ru"))
+	for name, c := range map[string]*http.Client{"HTTP/1.1": client, "HTTP/2": h2cClient()} {
 		hints, res := getWith1xx(t, c, s.url+"/hints")
 		equal(t, name+" hints", len(hints), 1)
 		equal(t, name+" Link lines", strings.Join(hints[0]["Link"], " | "),
@@ -71,12 +75,13 @@ func TestConventionsEarlyHints(t *testing.T) {
 	}
 
 	raw := s.raw(t, "GET /hints HTTP/1.0\r\nHost: x\r\n\r\n")
-	if !strings.HasPrefix(raw, "HTTP/1.0 200 OK\r\n") || strings.Contains(raw, "103") || strings.Contains(raw, "style.css") {
+	if !strings.HasPrefix(raw, "HTTP/1.0 200 OK\r\n") || strings.Contains(raw, "103") || strings.Contains(raw, "style.css") ||
+		!strings.HasSuffix(raw, "not hinted\n") {
 		t.Fatalf("an HTTP/1.0 client got:\n%s", raw)
 	}
 
 	// A header name that is not a token is the app's error: 500, logged.
-	hints, res := getWith1xx(t, client, s.url+"/hints/bad")
+	hints, res = getWith1xx(t, client, s.url+"/hints/bad")
 	equal(t, "bad hints", len(hints), 0)
 	equal(t, "bad hints status", res.status, 500)
 	eventually(t, 10*time.Second, "the app's error logged", func() bool { return strings.Contains(s.stderr.String(), "is not a token") })
@@ -93,7 +98,7 @@ func TestConventionsDevelopmentErrors(t *testing.T) {
 	mustContain(t, "development backtrace", res.body, "conventions.ru:")
 	res = dev.do(t, "GET", "/raise", nil, "Accept", "text/html")
 	mustContain(t, "development page", res.body, "<html")
-	equal(t, "development, no error", dev.get(t, "/hints").body, "hinted\n")
+	equal(t, "development, no error", dev.get(t, "/hints").body, "not hinted\n")
 
 	prod := start(t, "-e", "production", app("conventions.ru"))
 	res = prod.get(t, "/raise")

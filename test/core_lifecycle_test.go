@@ -78,6 +78,13 @@ func TestCoreSigtermDrains(t *testing.T) {
 	}
 	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
 	mustContain(t, "stdout", s.stdout.String(), "core.ru at_exit ran")
+	// What the stop said: that it began, with the requests it lets finish,
+	// and, last, how it ended.
+	began := waitLog(t, s, "ruvoy: gracefully stopping: no new connections; the requests in flight may finish for up to 10s",
+		"signal", "SIGTERM")
+	equal(t, "requests in flight at the stop", began["requests"], any(5.0))
+	lines := strings.Split(strings.TrimSpace(s.stderr.String()), "\n")
+	mustContain(t, "the last line", lines[len(lines)-1], `"msg":"ruvoy: stopped: every request finished; the app's at_exit hooks ran","exit_status":0`)
 }
 
 func TestCoreAppCannotTrapServerSignals(t *testing.T) {
@@ -311,7 +318,14 @@ func TestCoreCommandLine(t *testing.T) {
 }
 
 func TestCoreBundler(t *testing.T) {
-	s := start(t, app("bundled/config.ru"))
+	// The lock is made from the gems this machine has, as an app's is.
+	dir := copyTree(t, app("bundled"))
+	lock := exec.Command("bundle", "lock", "--local")
+	lock.Dir = dir
+	if out, err := lock.CombinedOutput(); err != nil {
+		t.Fatalf("bundle lock --local: %v\n%s", err, out)
+	}
+	s := start(t, filepath.Join(dir, "config.ru"))
 	r := s.get(t, "/")
 	equal(t, "status", r.status, 200)
 	if !strings.HasPrefix(r.body, "bundler=Gemfile ") || !strings.Contains(r.body, "rack") {

@@ -19,11 +19,28 @@ import (
 
 const secretKeyBase = "ruvoy-tests-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// railsApp copies examples/rails and migrates its database.
+// railsExample is the example app for the Rails this machine has:
+// examples/rails (Rails 6.1, Debian 12) or examples/rails72 (Rails 7.2,
+// Debian 13). Each is locked to its Rails.
+func railsExample(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("ruby", "-e", `require "rails/version"; print Rails::VERSION::STRING`).Output()
+	if err != nil {
+		t.Fatalf("which Rails: %v (make setup-test installs it)", err)
+	}
+	if strings.HasPrefix(string(out), "7.2.") {
+		return "../examples/rails72"
+	}
+	return "../examples/rails"
+}
+
+// railsApp copies the Rails example and migrates its database. It is
+// served over cleartext: Rails 7.2's force_ssl is turned off.
 func railsApp(t *testing.T, env ...string) (string, []string) {
 	t.Helper()
-	dir := copyTree(t, "../examples/rails")
-	env = append([]string{"RAILS_ENV=production", "SECRET_KEY_BASE=" + secretKeyBase, "RAILS_SERVE_STATIC_FILES=1"}, env...)
+	dir := copyTree(t, railsExample(t))
+	env = append([]string{"RAILS_ENV=production", "SECRET_KEY_BASE=" + secretKeyBase, "RAILS_SERVE_STATIC_FILES=1",
+		"RAILS_FORCE_SSL=false"}, env...)
 	cmd := exec.Command("bin/rails", "db:migrate")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -97,6 +114,23 @@ func TestFrameworksSinatraMatchesPuma(t *testing.T) {
 		{method: "GET", path: "/countdown"},
 		{method: "GET", path: "/nope"},
 		{method: "HEAD", path: "/"},
+	})
+}
+
+// A bare Rack app under Rack::Lint (Rack 2.2 or 3.1, as installed)
+// answers under ruvoy as under Puma: early hints left out over HTTP/1.1
+// by both, a streamed body, HEAD, a 404.
+func TestFrameworksRackLintMatchesPuma(t *testing.T) {
+	s := start(t, "-e", "production", app("conventions.ru"))
+	reference := puma(t, "apps", "conventions.ru", nil)
+	compareServers(t, s.url, reference, []step{
+		{method: "GET", path: "/hints"},
+		{method: "GET", path: "/page"},
+		{method: "HEAD", path: "/page"},
+		{method: "GET", path: "/stream"},
+		{method: "GET", path: "/whoami?q=1"},
+		{method: "POST", path: "/whoami", form: url.Values{"a": {"1"}}},
+		{method: "GET", path: "/nope"},
 	})
 }
 
@@ -280,10 +314,37 @@ func TestFrameworksTrustedProxies(t *testing.T) {
 		"HTTP_X_FORWARDED_FOR": "203.0.113.9", "HTTP_X_FORWARDED_PROTO": "https"})
 }
 
-// `rackup -s ruvoy` and `rails server -u ruvoy` hand over to ruvoy.
+// `rackup -s ruvoy` and `rails server -u ruvoy` hand over to ruvoy, under
+// Rack 2 (Rack::Handler) and rackup 2 (Rack 3's Rackup::Handler), with no
+// deprecation warning.
 func TestFrameworksRackHandler(t *testing.T) {
 	lib, _ := filepath.Abs("../lib")
 	handlerEnv := []string{"RUBYLIB=" + lib, "RUVOY_BIN=" + binary(t)}
+	noWarning := func(what string, s *server) {
+		t.Helper()
+		if strings.Contains(strings.ToLower(s.stderr.String()), "deprecat") {
+			t.Errorf("%s warned:\n%s", what, s.stderr)
+		}
+	}
+
+	lookup := cmd(handlerEnv, "ruby", "-e", `begin
+  require "rackup"
+  handlers = Rackup::Handler
+rescue LoadError
+  require "rack/handler"
+  handlers = Rack::Handler
+end
+print handlers.get("ruvoy").name`)
+	var stderr strings.Builder
+	lookup.Stderr = &stderr
+	name, err := lookup.Output()
+	if err != nil {
+		t.Fatalf("Handler.get(\"ruvoy\"): %v\n%s", err, stderr.String())
+	}
+	if got := string(name); got != "Rack::Handler::Ruvoy" && got != "Rackup::Handler::Ruvoy" {
+		t.Fatalf("Handler.get(\"ruvoy\") is %q", got)
+	}
+	equal(t, "Handler.get(\"ruvoy\") warnings", stderr.String(), "")
 
 	port := freePort(t)
 	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
@@ -293,11 +354,13 @@ func TestFrameworksRackHandler(t *testing.T) {
 	startCmd(t, s)
 	equal(t, "rackup -s ruvoy", s.get(t, "/raw/hello").body, "hello world")
 	s.waitStdout(t, "exec'd ruvoy", "serving "+mustAbs(t, "apps/core.ru"))
+	noWarning("rackup -s ruvoy", s)
 
 	dir, env := railsApp(t)
 	s = railsServerRuvoy(t, dir, append(env, handlerEnv...))
 	equal(t, "rails server -u ruvoy", s.get(t, "/articles").status, 200)
 	s.waitStdout(t, "exec'd ruvoy", "ruvoy 0.1.0")
+	noWarning("rails server -u ruvoy", s)
 
 	// In development the app boots once (in ruvoy, not first in `rails
 	// server` too) and its request log reaches the console, as under

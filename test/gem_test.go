@@ -54,13 +54,14 @@ func installGem(t *testing.T) (home string, env []string) {
 func TestShipGemInstallAndServe(t *testing.T) {
 	home, env := installGem(t)
 	spec, _ := exec.Command("gem", "spec", builtGem(t), "metadata").Output()
-	mustContain(t, "the gem's metadata", string(spec), "ruby_abi: 3.1.0")
+	abi := rubyABI(t)
+	mustContain(t, "the gem's metadata", string(spec), "ruby_abi: "+abi)
 
 	out, err := cmd(env, filepath.Join(home, "bin", "ruvoy"), "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ruvoy --version: %v %s", err, out)
 	}
-	mustContain(t, "--version", string(out), "built for Ruby ABI 3.1.0")
+	mustContain(t, "--version", string(out), "built for Ruby ABI "+abi)
 
 	port := freePort(t)
 	hello, _ := filepath.Abs("../examples/hello/config.ru")
@@ -107,9 +108,20 @@ func TestShipGemLauncherMessages(t *testing.T) {
 		return string(out)
 	}
 	mustContain(t, "a wrong ABI", run(`RbConfig::CONFIG["ruby_version"] = "9.9.0"`),
-		"ruvoy: this ruvoy was built for Ruby 3.1.0")
+		"ruvoy: this ruvoy was built for Ruby "+rubyABI(t))
 	mustContain(t, "no libruby", run(`RbConfig::CONFIG["LIBRUBY_SONAME"] = "libruby-missing.so.9"`),
 		"libruby-missing.so.9 is missing")
+	mustContain(t, "a static libruby", run(`RbConfig::CONFIG["ENABLE_SHARED"] = "no"`),
+		"was built without a shared libruby, which ruvoy embeds")
+}
+
+// rubyABI is this Ruby's ABI version (RbConfig's ruby_version: 3.1.0, 3.3.0).
+func rubyABI(t testing.TB) string {
+	out, err := exec.Command("ruby", "-e", `print RbConfig::CONFIG["ruby_version"]`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 func cmd(env []string, name string, args ...string) *exec.Cmd {

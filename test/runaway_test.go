@@ -56,6 +56,7 @@ func runawayStopCutsShort(t *testing.T, args []string) {
 	code := s.wait(t, 30*time.Second)
 	took := time.Since(began)
 	equal(t, "exit status", code, 3)
+	waitLog(t, s, "ruvoy: stopped: requests still running after the grace period were cut short (Ruvoy::Shutdown)", "level", "warn")
 	if took > 1*time.Second+8*time.Second+5*time.Second {
 		t.Fatalf("the stop took %v: over grace (1 s) + 8 s and a margin", took)
 	}

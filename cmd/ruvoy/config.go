@@ -60,6 +60,7 @@ func buildConfig(o *options) ([]byte, error) {
 		RequestTimeout:       seconds(o.requestTimeout),
 		MaxInflightBodyBytes: o.bodyBudget,
 		SendfileDirs:         o.sendfileDirs,
+		EarlyHintsHTTP1:      o.earlyHintsHTTP1,
 	}
 	if o.stallWarn >= 0 { // 0 turns the warning off; unset, the handler's default
 		d := milliseconds(o.stallWarn)

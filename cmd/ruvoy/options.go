@@ -81,6 +81,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
         --compress           Compress text responses (zstd or gzip, as the client accepts)
+        --early-hints-http1  Send the app's 103 Early Hints to HTTP/1.1 clients too (default: only
+                             over HTTP/2 and HTTP/3, where browsers act on them)
         --access-log         Log every request (to stdout)
         --filter-parameters NAME[,NAME...]
                              Log [FILTERED] for query parameters whose names contain one of
@@ -131,7 +133,7 @@ type options struct {
 	minUploadRate              int     // bytes a second; 0: off
 	bodyBudget                 int64
 	accessLog, h2c, reusePort  bool
-	compress                   bool
+	compress, earlyHintsHTTP1  bool
 	filterParameters           []string // query parameter names the access log hides
 	printConfig, version       bool
 	rackupArg, rackup          string
@@ -209,7 +211,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	on := func(p *bool) func(string) error { return func(string) error { *p = true; return nil } }
 	fs.BoolFuncP("version", "v", "", on(&o.version))
 	for name, p := range map[string]*bool{"tls-internal": &o.tlsInternal, "context": &o.context, "h2c": &o.h2c,
-		"access-log": &o.accessLog, "compress": &o.compress, "reuse-port": &o.reusePort, "print-config": &o.printConfig} {
+		"access-log": &o.accessLog, "compress": &o.compress, "early-hints-http1": &o.earlyHintsHTTP1, "reuse-port": &o.reusePort, "print-config": &o.printConfig} {
 		fs.BoolFunc(name, "", on(p))
 	}
 	fs.FuncP("workers", "w", "", func(v string) (err error) {

@@ -170,7 +170,8 @@ VALUE rv_env_build(rv_stream *s)
     }
     PUT(k_after_reply, rb_ary_new());
     PUT(k_response_finished, rb_ary_new());
-    PUT(k_early_hints, v_early_hints);
+    if (flags & RV_REQ_EARLY_HINTS) /* absent, as under Puma, where none would go */
+        PUT(k_early_hints, v_early_hints);
     if (fp[RV_FIELD_CONTEXT])
         PUT(k_context, rb_class_new_instance(1, (VALUE[]){rb_str_new(fp[RV_FIELD_CONTEXT], fl[RV_FIELD_CONTEXT])}, cContext));
     VALUE clusters = rb_ary_entry(L->app_clusters, (long)s->request->aux - 1);

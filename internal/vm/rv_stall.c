@@ -19,6 +19,13 @@
 static pthread_t vm_thread;
 static _Atomic uint64_t stall_since; /* the stall being reported, or 0 */
 
+/* Ruby 3.3 deprecates rb_postponed_job_register_one for a job registered
+ * once and triggered from the signal handler; its header then defines
+ * POSTPONED_JOB_HANDLE_INVALID. */
+#ifdef POSTPONED_JOB_HANDLE_INVALID
+static rb_postponed_job_handle_t stall_handle = POSTPONED_JOB_HANDLE_INVALID;
+#endif
+
 int rv_stall_signal(void)
 {
     return SIGRTMIN + 7;
@@ -70,14 +77,23 @@ static void stall_job(void *data)
 static void on_signal(int sig)
 {
     (void)sig;
-    if (ruby_native_thread_p())
-        rb_postponed_job_register_one(0, stall_job, NULL);
+    if (!ruby_native_thread_p())
+        return;
+#ifdef POSTPONED_JOB_HANDLE_INVALID
+    if (stall_handle != POSTPONED_JOB_HANDLE_INVALID) /* Ruby's table was full */
+        rb_postponed_job_trigger(stall_handle);
+#else
+    rb_postponed_job_register_one(0, stall_job, NULL);
+#endif
 }
 
 /* On the VM thread, at boot. */
 void rv_stall_init(void)
 {
     vm_thread = pthread_self();
+#ifdef POSTPONED_JOB_HANDLE_INVALID
+    stall_handle = rb_postponed_job_preregister(0, stall_job, NULL);
+#endif
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -140,6 +140,7 @@ enum {
     RV_REQ_ASTERISK = 4, /* request target was "*" (OPTIONS *) */
     RV_REQ_HEAD = 8,     /* method is HEAD: no body is sent */
     RV_REQ_HIJACK = 16,  /* the connection can be handed to the app (HTTP/1.x, no request body) */
+    RV_REQ_EARLY_HINTS = 32, /* 103 Early Hints reach this client: env["rack.early_hints"] */
 };
 
 enum {

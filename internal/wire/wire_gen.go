@@ -133,6 +133,8 @@ const (
 	ReqHead = 8
 	// the connection can be handed to the app (HTTP/1.x, no request body)
 	ReqHijack = 16
+	// 103 Early Hints reach this client: env["rack.early_hints"]
+	ReqEarlyHints = 32
 )
 
 const (

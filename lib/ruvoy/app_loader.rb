@@ -6,6 +6,10 @@ module Ruvoy
   # Rack::Builder.parse_file. A config reload calls this again in the same VM.
   def self.load_app(rackup, environment)
     ENV["RACK_ENV"] = environment if environment && !environment.empty?
+    # What the app writes to STDOUT goes out as it is written, as under
+    # Puma: Rails 7.1 and later log there in production, and a log line
+    # held in Ruby's buffer reaches no one until it fills.
+    $stdout.sync = true
     path = File.expand_path(rackup)
     raise BootError, "no rackup file at #{path}" unless File.file?(path)
 

@@ -149,7 +149,9 @@ app = lambda do |env|
     [200, { "content-type" => "application/json" },
      [JSON.generate("live_objects" => live_objects, "fds" => fds, "threads" => Thread.list.size)]]
   when "/headers"
-    [200, { "content-type" => "text/plain", "set-cookie" => "a=1\nb=2", "x-multi" => "x\ny" }, ["ok"]]
+    # Several values: lines of one String in Rack 2, an Array in Rack 3.
+    multi = ->(*values) { Rack.release.to_i >= 3 ? values : values.join("\n") }
+    [200, { "content-type" => "text/plain", "set-cookie" => multi.("a=1", "b=2"), "x-multi" => multi.("x", "y") }, ["ok"]]
   else
     text "not found: #{env["PATH_INFO"]}", 404
   end
@@ -198,7 +200,7 @@ linted = Rack::Lint.new(app)
 run lambda { |env|
   path = env["PATH_INFO"]
   next malformed.call(env) if path.start_with?("/malformed/")
-  next raw.call(env) if path.start_with?("/raw/") || path.empty?
+  next raw.call(env) if path.start_with?("/raw/") || path.empty? || path == "*" # OPTIONS *: "" before Rack 3.1
 
   linted.call(env)
 }

@@ -76,6 +76,7 @@ app = lambda do |env|
       digest << buf
       total += buf.bytesize
       if rewind_ok.nil? && total >= mib
+        input = env["test.input"] # Rack 3's Lint has no rewind: ruvoy's rack.input does
         input.rewind
         rewind_ok = Digest::SHA256.digest(input.read(mib)) == first_mib.digest
         input.read(total - mib)
@@ -104,6 +105,6 @@ run lambda { |env|
   if env["PATH_INFO"] == "/echo"
     [200, { "content-type" => "application/octet-stream" }, Echo.new]
   else
-    linted.call(env)
+    linted.call(env.merge("test.input" => env["rack.input"]))
   end
 }

@@ -1,73 +1,22 @@
 # frozen_string_literal: true
 
-# `rackup -s ruvoy` and `rails server -u ruvoy`: this handler replaces the
-# process with the ruvoy server, which loads the rackup itself in its own
-# embedded VM (the app the caller built is left behind). It maps rackup's
-# and Rails' options onto ruvoy's flags.
-handler = Module.new do
-  def self.run(_app, **options)
-    command = self.command(options)
-    warn "ruvoy: #{command.join(" ")}" unless options[:Silent]
-    # Rails' server logs requests to the console in development; ruvoy's
-    # Rails support does the same when asked (lib/ruvoy/rails_support.rb).
-    ENV["RUVOY_LOG_TO_STDOUT"] = "1" if options[:log_stdout]
-    exec(*command)
-  end
+# Rack 2 looks for the "ruvoy" server here: `rackup -s ruvoy`,
+# `rails server -u ruvoy`, Rack::Handler.get("ruvoy"). rackup 2 (Rack 3)
+# looks in lib/rackup/handler first, and finds this file only in its
+# fallback: the handler is then rackup's.
+if defined?(::Rackup::Handler) && ::Rackup::Handler.respond_to?(:[]) # rackup 2's lookup
+  require_relative "../../rackup/handler/ruvoy"
+  return
+end
+require "rack/handler"
+require_relative "../../ruvoy/rack_handler"
 
-  def self.command(options)
-    args = [binary]
-    args.push("-p", options[:Port].to_s) if options[:Port]
-    args.push("-a", options[:Host].to_s) if options[:Host]
-    args.push("-e", options[:environment].to_s) if options[:environment]
-    args << File.expand_path(options[:config] || "config.ru")
-  end
-
-  def self.valid_options
-    {
-      "Host=HOST" => "Address to bind to (default: 127.0.0.1)",
-      "Port=PORT" => "Port to listen on (default: 8080)",
-    }
-  end
-
-  # The ruvoy binary: RUVOY_BIN, the installed gem's, or one on PATH.
-  def self.binary
-    return ENV["RUVOY_BIN"] if ENV["RUVOY_BIN"] && !ENV["RUVOY_BIN"].empty?
-
-    begin
-      return Gem.bin_path("ruvoy", "ruvoy")
-    rescue Gem::Exception, LoadError
-      # not installed as a gem
+module Rack
+  module Handler
+    module Ruvoy
+      extend ::Ruvoy::RackHandler
     end
-    found = ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |dir| File.join(dir, "ruvoy") }
-               .find { |path| File.executable?(path) }
-    found or abort "ruvoy: no ruvoy binary: install the ruvoy gem, put ruvoy on PATH, or set RUVOY_BIN"
+
+    register "ruvoy", "Rack::Handler::Ruvoy" # Rack 2 registers names
   end
-end
-
-# `rails server` builds the app before it calls the handler, and ruvoy then
-# builds it again in its own VM: a Rails app would boot twice. Hand over
-# when the server starts instead, before the app is built (Rails::Server
-# asks for the handler, and so loads this file, just before it starts).
-if defined?(::Rails::Server)
-  early = Module.new do
-    def start(*)
-      return super unless options[:server].to_s == "ruvoy"
-
-      create_tmp_directories if respond_to?(:create_tmp_directories, true)
-      server.run(nil, **options)
-    end
-  end
-  ::Rails::Server.prepend(early)
-end
-
-begin
-  require "rack/handler" # Rack 2
-  Rack::Handler.const_set(:Ruvoy, handler)
-  Rack::Handler.register("ruvoy", "Rack::Handler::Ruvoy")
-rescue LoadError
-  # Rack 3 keeps handlers in the rackup gem.
-end
-if defined?(Rackup::Handler)
-  Rackup::Handler.const_set(:Ruvoy, handler) unless Rackup::Handler.const_defined?(:Ruvoy, false)
-  Rackup::Handler.register("ruvoy", Rackup::Handler::Ruvoy)
 end
