@@ -63,7 +63,7 @@ fuzz-short: ruvoy
 # gem, the Rack handler, Rails, Sinatra and Action Cable among them).
 RUBY_TESTS := Core|Stream|Hijack|Cluster|Frameworks|Cable|Conventions|EarlyHints|ShipGem|Offload|Runaway|WebSocket
 e2e-ruby: ruvoy
-	RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -timeout 30m ./test/... -run '$(RUBY_TESTS)'
+	RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -short -timeout 30m ./test/... -run '$(RUBY_TESTS)'
 
 # The same checks against Debian 13's Ruby 3.3, Rack 3.1 and Rails 7.2, in
 # a Debian root made once from Debian's registry (build/debian-root.sh).
