@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/vm"
 
 	"go.uber.org/zap"
@@ -100,7 +101,7 @@ func (rt *Runtime) releaseDirect(slot int) {
 	}
 }
 
-func (rt *Runtime) routeAll(m *vm.Msg) {
+func (rt *Runtime) routeAll(m *msg.Msg) {
 	for m != nil {
 		next := m.Next()
 		rt.route(m)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
@@ -34,7 +35,7 @@ func (rt *Runtime) dispatch() {
 	}
 }
 
-func (rt *Runtime) route(m *vm.Msg) {
+func (rt *Runtime) route(m *msg.Msg) {
 	defer func() {
 		if p := recover(); p != nil {
 			rt.log().Error("ruvoy: panic while routing a VM message", zap.Any("panic", p))
@@ -63,7 +64,7 @@ func (rt *Runtime) route(m *vm.Msg) {
 // logFromVM writes a log entry the VM thread made: a message, then
 // name/value pairs; a backtrace becomes a list of lines, and a number of
 // milliseconds (a name ending in _ms) a number; extra fields come first.
-func (rt *Runtime) logFromVM(m *vm.Msg, extra ...zap.Field) {
+func (rt *Runtime) logFromVM(m *msg.Msg, extra ...zap.Field) {
 	parts := wire.ReadStrings(m.Payload())
 	if len(parts) == 0 {
 		return

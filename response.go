@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
@@ -51,7 +51,7 @@ var errClientGone = errors.New("ruvoy: writing to the client failed")
 
 // write handles a batch of messages and frees them. It reports
 // errClientGone when a write failed.
-func (rs *responder) write(m *vm.Msg) error {
+func (rs *responder) write(m *msg.Msg) error {
 	rs.complete = false
 	for c := m; c != nil; c = c.Next() {
 		if c.Flags()&wire.FlagEnd != 0 {
@@ -77,7 +77,7 @@ func (rs *responder) write(m *vm.Msg) error {
 	return err
 }
 
-func (rs *responder) handle(m *vm.Msg) error {
+func (rs *responder) handle(m *msg.Msg) error {
 	p := m.Payload()
 	if m.Flags()&wire.FlagWantDone != 0 {
 		rs.wantDone = true

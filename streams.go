@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
@@ -25,8 +25,8 @@ type stream struct {
 	mu       sync.Mutex
 	id       uint64 // 0 while free
 	uses     uint32
-	head     *vm.Msg
-	tail     *vm.Msg
+	head     *msg.Msg
+	tail     *msg.Msg
 	detached bool // the handler is gone: what arrives is dropped
 	method   string
 	path     string
@@ -113,7 +113,7 @@ func (s *streams) lookup(id uint64) *stream {
 }
 
 // deliver hands a message from the VM to its stream.
-func (s *streams) deliver(m *vm.Msg) {
+func (s *streams) deliver(m *msg.Msg) {
 	st := s.lookup(uint64(m.Stream()))
 	if st == nil {
 		dropMsg(m)
@@ -153,7 +153,7 @@ func (s *streams) deliver(m *vm.Msg) {
 }
 
 // startUpstream runs an upstream call the VM asked for, on a goroutine.
-func (s *streams) startUpstream(m *vm.Msg) {
+func (s *streams) startUpstream(m *msg.Msg) {
 	id, call := uint64(m.Stream()), uint64(m.Aux())
 	p := append([]byte(nil), m.Payload()...)
 	m.Free()
@@ -171,7 +171,7 @@ func (s *streams) startUpstream(m *vm.Msg) {
 }
 
 // cancelUpstream stops a call whose caller stopped waiting.
-func (s *streams) cancelUpstream(m *vm.Msg) {
+func (s *streams) cancelUpstream(m *msg.Msg) {
 	id, call := uint64(m.Stream()), uint64(m.Aux())
 	m.Free()
 	if st := s.lookup(id); st != nil {
@@ -215,7 +215,7 @@ func (st *stream) setTimer(t *time.Timer) {
 }
 
 // take returns the stream's pending messages in order.
-func (st *stream) take() *vm.Msg {
+func (st *stream) take() *msg.Msg {
 	st.mu.Lock()
 	m := st.head
 	st.head, st.tail = nil, nil
@@ -306,7 +306,7 @@ func (s *streams) describe(id uint64) (method, path string, ok bool) {
 }
 
 // dropMsg frees a message nobody will handle, closing a file it carries.
-func dropMsg(m *vm.Msg) {
+func dropMsg(m *msg.Msg) {
 	if m.Kind() == wire.OutFile {
 		if _, fd, _, _, ok := wire.ResponseStart(m.Payload()); ok && fd >= 0 {
 			syscall.Close(int(fd))

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
@@ -182,7 +183,7 @@ func (rt *Runtime) endRelay(e relayEnd) {
 // relayMsg sends a VM message to the front end from Go: what the VM sent
 // before it read the socket (while the app loaded) or after (the drain
 // once a stop came).
-func (rt *Runtime) relayMsg(m *vm.Msg) {
+func (rt *Runtime) relayMsg(m *msg.Msg) {
 	if m.Kind() == wire.OutRelayEnd {
 		rt.relayOnce.Do(func() { close(rt.relayDone) })
 		rt.endRelay(relayEnd{why: m.Aux(), text: string(m.Payload())})

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -194,7 +194,7 @@ func (w *worker) read() {
 			w.control(f, p)
 			continue
 		}
-		m := vm.NewMsg(f.Kind, f.Stream, f.Flags, f.Aux, int(f.Len))
+		m := msg.New(f.Kind, f.Stream, f.Flags, f.Aux, int(f.Len))
 		if _, err = io.ReadFull(in, m.Payload()); err != nil {
 			m.Free()
 			break
@@ -317,7 +317,7 @@ func (w *worker) fail(status int) int {
 	w.mu.Unlock()
 	w.inflight.Store(0)
 	for id := range ids {
-		w.pool.rt.streams.deliver(vm.NewMsg(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, uint64(status), 0))
+		w.pool.rt.streams.deliver(msg.New(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, uint64(status), 0))
 	}
 	return len(ids)
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
@@ -48,7 +49,7 @@ func TestRelayFramesCToGo(t *testing.T) {
 	go func() {
 		RelaySend(wire.WorkerStats, 7, 3, 9, []byte("stats"))
 		RelaySend(wire.OutData, 8, 0, 0, big)
-		m := NewMsg(wire.OutFile, 9, wire.FlagEnd|wire.FlagFinal, 200, 14)
+		m := msg.New(wire.OutFile, 9, wire.FlagEnd|wire.FlagFinal, 200, 14)
 		p := m.Payload()
 		binary.NativeEndian.PutUint64(p, uint64(16))
 		wire.SetResponseFD(p, int32(fileFD))

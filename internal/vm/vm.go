@@ -1,7 +1,8 @@
 // Package vm is the line between Go and the CRuby VM: the C sources of the
 // VM thread, and the only Go that touches C. The VM lives on its own C
-// thread; Go and that thread exchange owned messages (Msg) laid out in
-// wire.h, whose constants Go reads from internal/wire.
+// thread; Go and that thread exchange owned messages laid out in wire.h,
+// whose constants Go reads from internal/wire. The VM's messages reach
+// Go as msg.Msg, whose payloads view the C memory until they are freed.
 //
 // The C side is compiled with the system Ruby's flags, which the build
 // takes from RbConfig (build/rbconfig.sh sets CGO_CFLAGS and CGO_LDFLAGS):
@@ -21,46 +22,46 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ruvoy/ruvoy/internal/msg"
 )
 
-// Msg is a message from the VM, owned by whoever holds it until Free.
-type Msg C.rv_msg
+// cMsg is a message the VM thread made (wire.h's rv_msg), in C memory.
+type cMsg = C.rv_msg
 
-// Kind is the message kind (wire.Out*).
-func (m *Msg) Kind() uint32 { return uint32(m.kind) }
+// owner gives the VM's messages' memory back (msg.Owner).
+type owner struct{}
 
-// Stream is the request the message belongs to; 0 for control messages.
-func (m *Msg) Stream() uint64 { return uint64(m.stream) }
+func (owner) Release(handle any) { C.rv_msg_free((*cMsg)(handle.(unsafe.Pointer))) }
 
-// Flags are the message's flags (wire.Flag*, or a log level).
-func (m *Msg) Flags() uint32 { return uint32(m.flags) }
+// fromC makes Go messages of a list the VM sent (linked through next), in
+// its order; their payloads view the C memory until they are freed.
+func fromC(c *cMsg) *msg.Msg {
+	var head, tail *msg.Msg
+	for c != nil {
+		var p []byte
+		if c.len > 0 {
+			p = unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c), C.RV_MSG_DATA)), int(c.len))
+		}
+		m := msg.View(uint32(c.kind), uint64(c.stream), uint32(c.flags), uint64(c.aux), p, owner{}, unsafe.Pointer(c))
+		if tail == nil {
+			head = m
+		} else {
+			tail.SetNext(m)
+		}
+		tail = m
+		c = c.next
+	}
+	return head
+}
 
-// Aux is the kind's one number (a status, a byte count, a call id).
-func (m *Msg) Aux() uint64 { return uint64(m.aux) }
-
-// Next is the message after m in a list (Poll's, or a stream's queue).
-func (m *Msg) Next() *Msg { return (*Msg)(unsafe.Pointer(m.next)) }
-
-// SetNext links n after m.
-func (m *Msg) SetNext(n *Msg) { m.next = (*C.rv_msg)(unsafe.Pointer(n)) }
-
-// Payload views the message's bytes; valid until the message is freed.
-func (m *Msg) Payload() []byte {
-	if m.len == 0 {
+// payloadC is a C message's bytes, to fill.
+func payloadC(c *cMsg) []byte {
+	if c.len == 0 {
 		return nil
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(m), C.RV_MSG_DATA)), int(m.len))
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c), C.RV_MSG_DATA)), int(c.len))
 }
-
-// NewMsg makes a message with room for n payload bytes (filled through
-// Payload), as the VM would have sent it: a front end makes the messages
-// its workers send it (cluster mode).
-func NewMsg(kind uint32, stream uint64, flags uint32, aux uint64, n int) *Msg {
-	return (*Msg)(unsafe.Pointer(C.rv_msg_new(C.uint32_t(kind), C.uint64_t(stream), C.uint32_t(flags), C.uint64_t(aux), C.size_t(n))))
-}
-
-// Free gives the message's memory back.
-func (m *Msg) Free() { C.rv_msg_free((*C.rv_msg)(unsafe.Pointer(m))) }
 
 // Config is what the VM boots with.
 type Config struct {
@@ -114,7 +115,7 @@ func Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte
 
 // Poll takes Go's inbox whole: every message the VM has sent, oldest
 // first, or nil; then the VM writes to InboxFD when it sends the next one.
-func Poll() *Msg { return (*Msg)(unsafe.Pointer(C.rv_out_poll())) }
+func Poll() *msg.Msg { return fromC(C.rv_out_poll()) }
 
 // InboxFD is the eventfd of Go's inbox, which the VM writes when it sends
 // to a Go side that polled and found nothing.
@@ -195,13 +196,13 @@ func DirectClaim(stream uint64) int { return int(C.rv_direct_claim(C.uint64_t(st
 // oldest first, linked by Next) or timeout passes (nil). With a timeout
 // of 0 it only yields its core for a moment (RV_DIRECT_SPIN_NS) and never
 // sleeps.
-func DirectWait(slot int, timeout time.Duration) *Msg {
-	return (*Msg)(unsafe.Pointer(C.rv_direct_wait(C.int(slot), C.uint64_t(timeout))))
+func DirectWait(slot int, timeout time.Duration) *msg.Msg {
+	return fromC(C.rv_direct_wait(C.int(slot), C.uint64_t(timeout)))
 }
 
 // DirectRelease gives the slot back: it returns what the slot still holds,
 // and nil once it is free. Call it until nil.
-func DirectRelease(slot int) *Msg { return (*Msg)(unsafe.Pointer(C.rv_direct_release(C.int(slot)))) }
+func DirectRelease(slot int) *msg.Msg { return fromC(C.rv_direct_release(C.int(slot))) }
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too
@@ -224,7 +225,17 @@ func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []b
 
 // RelaySendMsg sends the front end a VM message as a frame (an
 // RV_OUT_FILE's descriptor with it) and frees it.
-func RelaySendMsg(m *Msg) { C.rv_relay_send_msg((*C.rv_msg)(unsafe.Pointer(m))) }
+func RelaySendMsg(m *msg.Msg) {
+	c, ok := m.Handle().(unsafe.Pointer)
+	if !ok { // made in Go: the VM's own form first
+		c = unsafe.Pointer(C.rv_msg_new(C.uint32_t(m.Kind()), C.uint64_t(m.Stream()), C.uint32_t(m.Flags()), C.uint64_t(m.Aux()), C.size_t(len(m.Payload()))))
+		copy(payloadC((*cMsg)(c)), m.Payload())
+		m.Free()
+	} else {
+		m.Detach()
+	}
+	C.rv_relay_send_msg((*cMsg)(c))
+}
 
 // RelayFinish writes what is left for the front end and shuts the
 // socket's write side; later frames are dropped.

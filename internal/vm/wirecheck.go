@@ -70,7 +70,7 @@ func writeResponseHeadC(status int, length int64, fd int32, headers [][2]string,
 		C.rv_buf_put(&b, cb, C.size_t(len(body)))
 		C.free(cb)
 	}
-	m := (*Msg)(unsafe.Pointer(C.rv_buf_finish(&b)))
+	m := fromC(C.rv_buf_finish(&b))
 	defer m.Free()
 	if m.Aux() != uint64(status) {
 		return nil
@@ -88,7 +88,7 @@ func writeStringsC(ss []string) []byte {
 		C.rv_buf_put_str(&b, cs, C.size_t(len(s)))
 		C.free(unsafe.Pointer(cs))
 	}
-	m := (*Msg)(unsafe.Pointer(C.rv_buf_finish(&b)))
+	m := fromC(C.rv_buf_finish(&b))
 	defer m.Free()
 	return append([]byte(nil), m.Payload()...)
 }
