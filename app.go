@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -49,7 +50,7 @@ type AppOptions struct {
 	// authenticated (Caddy's basic_auth), or "".
 	RemoteUser func(*http.Request) string
 	// Workers, when above 0, runs the app in that many worker processes
-	// (cluster mode, pool.go) instead of this process's VM.
+	// (cluster mode, workers.go) instead of this process's VM.
 	Workers int
 	// OnWorker, in cluster mode, hears which worker (its slot) serves r:
 	// Caddy's access log names it.
@@ -83,7 +84,7 @@ type App struct {
 	admit        *admission
 	sendfileDirs []sendfileDir
 	closed       atomic.Bool
-	pool         *pool // cluster mode: the workers it runs in; nil: this process's VM
+	pool         *frontend.Pool // cluster mode: the workers it runs in; nil: this process's VM
 
 	inflight atomic.Int64 // requests inside ServeHTTP
 	lone     atomic.Int32 // requests in a row that arrived to find no other in flight
@@ -142,7 +143,7 @@ func (a *App) Close() {
 func (a *App) unloadIfIdle() {
 	if a.draining.Load() && a.inflight.Load() == 0 && a.unloaded.CompareAndSwap(false, true) {
 		if a.pool != nil {
-			go a.pool.stop()
+			go a.rt.stopPool(a.pool)
 		} else {
 			a.rt.control(wire.InUnloadApp, a.id, nil)
 		}
@@ -157,9 +158,9 @@ func (a *App) link(r *http.Request) (vmLink, bool) {
 	if a.pool == nil {
 		return localVM{}, true
 	}
-	w := a.pool.pick()
+	w := a.pool.Pick()
 	if w == nil {
-		w = a.pool.await(r)
+		w = a.pool.Await(r)
 	}
 	return w, w != nil
 }
@@ -189,8 +190,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l, ok := a.link(r)
-	if w, isWorker := l.(*worker); isWorker && w != nil && a.opts.OnWorker != nil {
-		a.opts.OnWorker(r, w.slot)
+	if w, isWorker := l.(*frontend.Worker); isWorker && w != nil && a.opts.OnWorker != nil {
+		a.opts.OnWorker(r, w.Slot())
 	}
 	if !ok {
 		release()
@@ -246,7 +247,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if direct >= 0 {
 		a.rt.counters.direct.Add(1)
 	}
-	started := l.start(id, a.id, head)
+	started := l.Start(id, a.id, head)
 	*bufp = head[:0]
 	headPool.Put(bufp)
 	if !started {
@@ -260,7 +261,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if t := a.opts.RequestTimeout; t > 0 {
 		// It runs until Ruby is done with the request, even if the client left.
-		st.setTimer(time.AfterFunc(t, func() { l.interrupt(id, wire.IntrTimeout) }))
+		st.setTimer(time.AfterFunc(t, func() { l.Interrupt(id, wire.IntrTimeout) }))
 	}
 
 	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath, rt: a.rt, link: l, id: id}
@@ -286,7 +287,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 			rs.pump.finish()
 		}
 		if cancel != 0 {
-			l.cancel(id, cancel&wire.FlagMalformed)
+			l.Cancel(id, cancel&wire.FlagMalformed)
 		}
 		if cancel&wire.FlagError != 0 {
 			// Its client left: its place goes to the next request now, and
@@ -334,7 +335,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 				return
 			}
 			if n > 0 {
-				l.submit(wire.InCredit, id, 0, uint64(n), nil)
+				l.Submit(wire.InCredit, id, 0, uint64(n), nil)
 			}
 		}
 		if m == nil && direct >= 0 {
@@ -384,7 +385,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 		if err != nil {
 			failed()
 			if rs.wantDone {
-				l.submit(wire.InDone, id, wire.FlagError, 0, nil)
+				l.Submit(wire.InDone, id, wire.FlagError, 0, nil)
 			}
 			return
 		}
@@ -418,7 +419,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 		} else if _, err := rs.flush(); err != nil {
 			flags = wire.FlagError
 		}
-		l.submit(wire.InDone, id, flags, 0, nil)
+		l.Submit(wire.InDone, id, flags, 0, nil)
 	}
 }
 

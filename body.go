@@ -117,13 +117,13 @@ func (p *bodyPump) run() {
 		if n > 0 {
 			sent += int64(n)
 			if p.max > 0 && sent > p.max {
-				p.vm.submit(wire.InBodyEnd, p.id, wire.FlagTooLarge, 0, nil)
+				p.vm.Submit(wire.InBodyEnd, p.id, wire.FlagTooLarge, 0, nil)
 				p.set(bodyTooLarge)
 				return
 			}
 			p.budget.take(int64(n))
 			p.st.bodySent.Add(int64(n))
-			p.vm.submit(wire.InBody, p.id, 0, 0, buf[:n])
+			p.vm.Submit(wire.InBody, p.id, 0, 0, buf[:n])
 		}
 		if err != nil && p.end(err) {
 			return
@@ -138,19 +138,19 @@ func (p *bodyPump) end(err error) bool {
 		return false
 	}
 	if err == io.EOF {
-		p.vm.submit(wire.InBodyEnd, p.id, 0, 0, nil)
+		p.vm.Submit(wire.InBodyEnd, p.id, 0, 0, nil)
 		p.set(bodyEOF)
 		return true
 	}
 	select {
 	case <-p.stop: // the handler cut the read short
-		p.vm.submit(wire.InBodyEnd, p.id, wire.FlagError, 0, nil)
+		p.vm.Submit(wire.InBodyEnd, p.id, wire.FlagError, 0, nil)
 		p.set(bodyStopped)
 		return true
 	default:
 	}
 	state, flags := classifyBodyError(err)
-	p.vm.submit(wire.InBodyEnd, p.id, flags, 0, nil)
+	p.vm.Submit(wire.InBodyEnd, p.id, flags, 0, nil)
 	p.set(state)
 	if state != bodyTooLarge {
 		close(p.failed)

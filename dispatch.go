@@ -41,8 +41,8 @@ func (rt *Runtime) route(m *msg.Msg) {
 			rt.log().Error("ruvoy: panic while routing a VM message", zap.Any("panic", p))
 		}
 	}()
-	if rt.relay && m.Kind() != wire.OutReply {
-		rt.relayMsg(m) // a worker: the front end routes it
+	if rt.relayTo != nil && m.Kind() != wire.OutReply {
+		rt.relayTo(m) // a worker: the front end routes it
 		return
 	}
 	switch m.Kind() {

@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/cluster"
+	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
 	"github.com/ruvoy/ruvoy/internal/vm"
-	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -40,7 +41,7 @@ func (rt *Runtime) Stats() VMStats {
 	}
 	for _, s := range rt.workerStats() {
 		if n == 0 {
-			v = s.VMStats
+			v = fromWorker(s)
 		} else {
 			v.Busy += s.Busy
 			v.LoopLag = max(v.LoopLag, s.LoopLag)
@@ -197,32 +198,27 @@ type slotFigures struct {
 }
 
 func (rt *Runtime) collectWorkers(ch chan<- prometheus.Metric) {
-	rt.poolsMu.Lock()
 	var slots []slotFigures
 	serving := 0
-	for p := range rt.pools {
-		for i := range p.slots {
-			if i >= len(slots) {
-				slots = append(slots, slotFigures{})
-			}
-			f := &slots[i]
-			f.restarts += float64(p.slotSt[i].restarts.Load())
-			w := p.slots[i].Load()
-			if w == nil {
-				continue
-			}
-			serving++
-			f.inFlight += float64(w.inflight.Load())
-			if w.heldSince.Load() != 0 {
-				f.held = 1
-			}
-			if s := w.stats.Load(); s != nil {
-				f.rss += float64(s.RSS)
-				f.busy += s.Busy.Seconds()
-			}
+	rt.eachWorker(func(i int, w *frontend.Worker, restarts int64) {
+		for i >= len(slots) {
+			slots = append(slots, slotFigures{})
 		}
-	}
-	rt.poolsMu.Unlock()
+		f := &slots[i]
+		f.restarts += float64(restarts)
+		if w == nil {
+			return
+		}
+		serving++
+		f.inFlight += float64(w.InFlight())
+		if w.Held() {
+			f.held = 1
+		}
+		if s := w.Stats(); s != nil {
+			f.rss += float64(s.RSS)
+			f.busy += s.Busy.Seconds()
+		}
+	})
 	if slots == nil {
 		return
 	}
@@ -249,49 +245,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	rt.collectWorkers(ch)
 }
 
-// statsValues lays a worker's figures out for RV_WORKER_STATS.
-func statsValues(s VMStats, stalls int64, rss uint64) [wire.WorkerStatsCount]uint64 {
-	return [wire.WorkerStatsCount]uint64{
-		uint64(s.Busy), uint64(s.LoopLag), uint64(s.RunningFor), s.RunningStream,
-		uint64(s.Requests), uint64(s.Fibers), uint64(s.ResponseBytes),
-		s.GCCount, uint64(s.GCTime), s.HeapLiveSlots,
-		uint64(s.OffloadBusy), uint64(s.OffloadWaiting), uint64(s.Hijacked), uint64(stalls), rss,
-	}
-}
-
-// statsFrom reads what statsValues laid out.
-func statsFrom(v [wire.WorkerStatsCount]uint64) workerStats {
-	return workerStats{
-		VMStats: VMStats{
-			Busy: time.Duration(v[0]), LoopLag: time.Duration(v[1]), RunningFor: time.Duration(v[2]), RunningStream: v[3],
-			Requests: int(v[4]), Fibers: int(v[5]), ResponseBytes: int64(v[6]),
-			GCCount: v[7], GCTime: time.Duration(v[8]), HeapLiveSlots: v[9],
-			OffloadBusy: int(v[10]), OffloadWaiting: int(v[11]), Hijacked: int(v[12]),
-		},
-		Stalls: int64(v[13]), RSS: v[14],
-	}
+// fromWorker is a worker's VM figures, as it reported them.
+func fromWorker(s cluster.Stats) VMStats {
+	return VMStats{Busy: s.Busy, LoopLag: s.LoopLag, RunningFor: s.RunningFor, RunningStream: s.RunningStream,
+		Requests: s.Requests, Fibers: s.Fibers, ResponseBytes: s.ResponseBytes,
+		GCCount: s.GCCount, GCTime: s.GCTime, HeapLiveSlots: s.HeapLiveSlots,
+		OffloadBusy: s.OffloadBusy, OffloadWaiting: s.OffloadWaiting, Hijacked: s.Hijacked}
 }
 
 // workerStats is what each serving worker last reported.
-func (rt *Runtime) workerStats() []workerStats {
-	var out []workerStats
-	rt.eachWorker(func(w *worker) {
-		if s := w.stats.Load(); s != nil {
+func (rt *Runtime) workerStats() []cluster.Stats {
+	var out []cluster.Stats
+	rt.eachWorker(func(_ int, w *frontend.Worker, _ int64) {
+		if w == nil {
+			return
+		}
+		if s := w.Stats(); s != nil {
 			out = append(out, *s)
 		}
 	})
 	return out
-}
-
-// eachWorker calls f for each worker serving a slot of a pool.
-func (rt *Runtime) eachWorker(f func(*worker)) {
-	rt.poolsMu.Lock()
-	defer rt.poolsMu.Unlock()
-	for p := range rt.pools {
-		for i := range p.slots {
-			if w := p.slots[i].Load(); w != nil {
-				f(w)
-			}
-		}
-	}
 }

@@ -115,7 +115,7 @@ func (rs *responder) handle(m *msg.Msg) error {
 			rs.pending = false
 			status := http.StatusInternalServerError
 			if m.Aux() != 0 {
-				status = int(m.Aux()) // 502: its worker died (pool.go)
+				status = int(m.Aux()) // 502 or 504: its worker died, or stopped (internal/cluster/frontend)
 			}
 			rs.answer(status, false)
 		} else {
@@ -143,13 +143,13 @@ func (rs *responder) hijack(head []byte, status int) {
 		fd, flags, err = rs.takeConnection(head, status)
 	}
 	if err != nil {
-		rs.link.submit(wire.InHijacked, rs.id, wire.FlagFailed, 0, []byte(err.Error()))
+		rs.link.Submit(wire.InHijacked, rs.id, wire.FlagFailed, 0, []byte(err.Error()))
 		if !rs.hijacked {
 			rs.answer(http.StatusInternalServerError, false)
 		}
 		return
 	}
-	rs.link.hijacked(rs.id, fd, flags)
+	rs.link.Hijacked(rs.id, fd, flags)
 }
 
 // setHead sets the app's headers and status, to be written by commit; it

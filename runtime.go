@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
@@ -40,7 +42,7 @@ const (
 )
 
 // Runtime is the process's Ruby VM, and the worker processes of its apps
-// in cluster mode (pool.go).
+// in cluster mode (workers.go).
 type Runtime struct {
 	opts      Options
 	bootMu    sync.Mutex
@@ -63,14 +65,12 @@ type Runtime struct {
 	hijacks  map[*hijacked]struct{} // connections apps took (hijack.go)
 
 	poolsMu sync.Mutex
-	pools   map[*pool]struct{} // the worker pools of apps not yet unloaded
+	pools   map[*frontend.Pool]struct{} // the worker pools of apps not yet unloaded (workers.go)
 
-	// In a worker process (worker.go): the VM's messages go to the front
-	// end (rv_relay.c), and relayEnd says when its socket is done.
-	relay     bool
-	relayEnd  chan relayEnd
-	relayDone chan struct{} // closed once the VM stopped reading
-	relayOnce sync.Once
+	// In a worker process (relay.go): the VM's messages go to the front
+	// end, and relayDone is closed once the VM stopped reading its socket.
+	relayTo   func(*msg.Msg)
+	relayDone chan struct{}
 }
 
 type reply struct {
@@ -126,7 +126,7 @@ func newRuntime(o Options) *Runtime {
 		o.Logger = zap.NewNop()
 	}
 	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
-		pools: map[*pool]struct{}{}, procs: newProcsByLoad(o.ProcsByLoad)}
+		pools: map[*frontend.Pool]struct{}{}, procs: newProcsByLoad(o.ProcsByLoad)}
 	rt.logger.Store(o.Logger)
 	rt.stallWarn.Store(int64(DefaultStallWarn))
 	return rt
@@ -183,16 +183,16 @@ func (rt *Runtime) controlFlags(kind, flags uint32, aux uint64, payload []byte) 
 // Load builds the Rack app in rackup (a config.ru) and returns it. A boot
 // error comes back with Ruby's message and backtrace.
 func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) {
-	var clusters string
+	var upstreams string
 	if o.Upstream != nil {
-		clusters = strings.Join(o.Upstream.Clusters, ",")
+		upstreams = strings.Join(o.Upstream.Upstreams, ",")
 	}
 	dirs, err := openSendfileDirs(o.SendfileDirs)
 	if err != nil {
 		return nil, fmt.Errorf("ruvoy: a sendfile directory: %w", err)
 	}
 	if o.Workers > 0 {
-		p, err := rt.startPool(o, rackup, environment, clusters)
+		p, err := rt.startPool(o, rackup, environment, upstreams)
 		if err != nil {
 			closeSendfileDirs(dirs)
 			return nil, err
@@ -206,7 +206,7 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 		closeSendfileDirs(dirs)
 		return nil, fmt.Errorf("ruvoy: starting Ruby: %w", err)
 	}
-	payload := wire.AppendLoadApp(nil, rackup, environment, clusters)
+	payload := wire.AppendLoadApp(nil, rackup, environment, upstreams)
 	r := rt.control(wire.InLoadApp, 0, payload)
 	if r.result == 0 {
 		closeSendfileDirs(dirs)
@@ -298,7 +298,7 @@ func (rt *Runtime) cutShort(code int) int {
 
 func (rt *Runtime) shutdown() int {
 	code := rt.cutShort(0)
-	if rt.relay {
+	if rt.relayDone != nil {
 		// A worker's VM thread reads what the front end sent before the
 		// stop once Ruby code lets it go: those requests start, and are
 		// cut short the same way.

@@ -13,13 +13,13 @@ import (
 
 // UpstreamCall is a call an app made through env["ruvoy.upstream"].
 type UpstreamCall struct {
-	Cluster, Method, Path string
-	Header                http.Header
-	Body                  []byte
-	Origin                *http.Request // the request the app is serving
+	Upstream, Method, Path string // the upstream's name, and the request
+	Header                 http.Header
+	Body                   []byte
+	Origin                 *http.Request // the request the app is serving
 }
 
-// UpstreamResponse is a cluster's answer, buffered whole.
+// UpstreamResponse is an upstream's answer, buffered whole.
 type UpstreamResponse struct {
 	Status int
 	Header http.Header
@@ -32,8 +32,8 @@ type UpstreamError struct{ Msg string }
 
 func (e *UpstreamError) Error() string { return e.Msg }
 
-// Upstream makes calls to named clusters. It returns an answer made while
-// the call was under way (504 for a timeout, 503 when the cluster could not
+// Upstream makes calls to named upstreams. It returns an answer made while
+// the call was under way (504 for a timeout, 503 when the upstream could not
 // be reached) as a response, and an *UpstreamError when the call could not
 // be made at all. An answer over maxBytes is an error too.
 type Upstream interface {
@@ -42,7 +42,7 @@ type Upstream interface {
 
 // UpstreamOptions turn on env["ruvoy.upstream"] for an app.
 type UpstreamOptions struct {
-	Clusters         []string // the clusters the app may call
+	Upstreams        []string // the upstreams the app may call
 	Timeout          time.Duration
 	MaxResponseBytes int64
 	Upstream         Upstream
@@ -113,11 +113,11 @@ func replyUpstream(l vmLink, id, call uint64, res *UpstreamResponse, err error) 
 		if !errors.As(err, &ue) {
 			ue = &UpstreamError{err.Error()}
 		}
-		l.submit(wire.InUpstreamReply, id, wire.FlagFailed, call, []byte(ue.Msg))
+		l.Submit(wire.InUpstreamReply, id, wire.FlagFailed, call, []byte(ue.Msg))
 		return
 	}
 	b := wire.AppendUpstreamReply(make([]byte, 0, 256+len(res.Body)), res.Status, res.Header, res.Body)
-	l.submit(wire.InUpstreamReply, id, 0, call, b)
+	l.Submit(wire.InUpstreamReply, id, 0, call, b)
 }
 
 // decodeCall reads a wire.OutUpstream payload.
@@ -126,6 +126,6 @@ func decodeCall(p []byte) (*UpstreamCall, time.Duration, bool) {
 	if !ok {
 		return nil, 0, false
 	}
-	return &UpstreamCall{Cluster: c.Cluster, Method: c.Method, Path: c.Path, Header: c.Header, Body: c.Body},
+	return &UpstreamCall{Upstream: c.Upstream, Method: c.Method, Path: c.Path, Header: c.Header, Body: c.Body},
 		time.Duration(c.TimeoutMS) * time.Millisecond, true
 }

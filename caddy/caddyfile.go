@@ -210,17 +210,21 @@ func (h *Handler) parseContext(d *caddyfile.Dispenser) error {
 // parseUpstream reads:
 //
 //	upstream {
-//	    clusters          <name...>
-//	    timeout           <duration>
+//	    upstreams          <name...>
+//	    timeout            <duration>
 //	    max_response_bytes <size>
 //	}
+//
+// (clusters: what upstreams was called before, still read.)
 func (h *Handler) parseUpstream(d *caddyfile.Dispenser) error {
 	u := &UpstreamConfig{}
 	h.Upstream = u
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
+		case "upstreams":
+			u.Upstreams = append(u.Upstreams, d.RemainingArgs()...)
 		case "clusters":
-			u.Clusters = append(u.Clusters, d.RemainingArgs()...)
+			u.Clusters = append(u.Clusters, d.RemainingArgs()...) // warned of at Provision
 		case "timeout":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -257,30 +261,36 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 var _ caddyfile.Unmarshaler = (*Handler)(nil)
 
 func init() {
-	httpcaddyfile.RegisterGlobalOption("ruvoy_cluster", parseCluster)
+	httpcaddyfile.RegisterGlobalOption("ruvoy_upstream", parseUpstreamOption)
+	// What ruvoy_upstream was called before: the same, warned of.
+	httpcaddyfile.RegisterGlobalOption("ruvoy_cluster", parseUpstreamOption)
 }
 
-// parseCluster reads a cluster an app may call, as a global option:
+// parseUpstreamOption reads an upstream an app may call, as a global
+// option:
 //
-//	ruvoy_cluster <name> <upstreams...> {
+//	ruvoy_upstream <name> <hosts...> {
 //	    <reverse_proxy subdirectives: lb_policy, health_uri, transport, ...>
 //	}
 //
-// Every ruvoy_cluster lands in the "ruvoy" app's clusters.
-func parseCluster(d *caddyfile.Dispenser, existing any) (any, error) {
-	clusters := Clusters{Clusters: map[string]json.RawMessage{}}
+// Every ruvoy_upstream lands in the "ruvoy" app's upstreams.
+func parseUpstreamOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	upstreams := Upstreams{Upstreams: map[string]json.RawMessage{}}
 	if app, ok := existing.(httpcaddyfile.App); ok {
-		if err := json.Unmarshal(app.Value, &clusters); err != nil {
+		if err := json.Unmarshal(app.Value, &upstreams); err != nil {
 			return nil, err
 		}
 	}
 	d.Next() // the option name
+	if d.Val() == "ruvoy_cluster" {
+		caddy.Log().Warn("ruvoy: the Caddyfile option ruvoy_cluster is deprecated: it is now ruvoy_upstream")
+	}
 	if !d.NextArg() {
 		return nil, d.ArgErr()
 	}
 	name := d.Val()
-	if _, dup := clusters.Clusters[name]; dup {
-		return nil, d.Errf("cluster %q is defined twice", name)
+	if _, dup := upstreams.Upstreams[name]; dup {
+		return nil, d.Errf("upstream %q is defined twice", name)
 	}
 	// From the name on, it is a reverse_proxy directive: parse it as one.
 	segment := d.NextSegment()
@@ -293,8 +303,8 @@ func parseCluster(d *caddyfile.Dispenser, existing any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	clusters.Clusters[name] = raw
-	value, err := json.Marshal(clusters)
+	upstreams.Upstreams[name] = raw
+	value, err := json.Marshal(upstreams)
 	if err != nil {
 		return nil, err
 	}

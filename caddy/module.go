@@ -121,7 +121,10 @@ type ContextConfig struct {
 
 // UpstreamConfig configures env["ruvoy.upstream"].
 type UpstreamConfig struct {
-	// Clusters the app may call; they are defined in the "ruvoy" app.
+	// Upstreams the app may call; they are defined in the "ruvoy" app.
+	Upstreams []string `json:"upstreams,omitempty"`
+	// Clusters is what Upstreams was called before, still read (and
+	// warned of).
 	Clusters []string `json:"clusters,omitempty"`
 	// TimeoutMS bounds every call (default 15000); a call's own timeout
 	// may be shorter.
@@ -265,17 +268,21 @@ func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
 		}
 	}
 	if u := h.Upstream; u != nil && len(u.Clusters) > 0 {
-		for _, name := range u.Clusters {
+		ctx.Logger().Warn(`ruvoy: the handler's "upstream.clusters" is deprecated: it is now "upstream.upstreams" (upstreams in a Caddyfile)`)
+		u.Upstreams = append(u.Upstreams, u.Clusters...)
+		u.Clusters = nil
+	}
+	if u := h.Upstream; u != nil && len(u.Upstreams) > 0 {
+		for _, name := range u.Upstreams {
 			if name == "" || strings.ContainsAny(name, ", ") {
-				return fmt.Errorf("ruvoy: upstream cluster name %q: no commas or spaces", name)
+				return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
 			}
 		}
-		clusters := &clustersRef{ctx: ctx, wanted: u.Clusters}
 		o.Upstream = &ruvoy.UpstreamOptions{
-			Clusters:         u.Clusters,
+			Upstreams:        u.Upstreams,
 			Timeout:          time.Duration(u.TimeoutMS) * time.Millisecond,
 			MaxResponseBytes: u.MaxResponseBytes,
-			Upstream:         clusters,
+			Upstream:         &upstreamsRef{ctx: ctx, wanted: u.Upstreams},
 		}
 	}
 	return nil

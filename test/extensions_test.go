@@ -52,7 +52,7 @@ func newStandIn(t *testing.T) *standIn {
 	return s
 }
 
-// extensionsConfig is a Caddy config: the users and stopped clusters, a
+// extensionsConfig is a Caddy config: the users and stopped upstreams, a
 // plaintext server and an mTLS server, each with a vars handler ahead of
 // ruvoy (context and upstream on).
 func extensionsConfig(t *testing.T, c *certs, port, tlsPort, users, stopped string, workers int) string {
@@ -69,7 +69,7 @@ func extensionsConfig(t *testing.T, c *certs, port, tlsPort, users, stopped stri
 					"other.ns":    map[string]any{"hidden": true},
 				},
 			},
-			"upstream": map[string]any{"clusters": []string{"users", "stopped", "ghost"}, "timeout_ms": 15000,
+			"upstream": map[string]any{"upstreams": []string{"users", "stopped", "ghost"}, "timeout_ms": 15000,
 				"max_response_bytes": 1 << 20},
 			"workers": workers,
 		},
@@ -78,7 +78,7 @@ func extensionsConfig(t *testing.T, c *certs, port, tlsPort, users, stopped stri
 	cfg := map[string]any{
 		"admin": map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
 		"apps": map[string]any{
-			"ruvoy": map[string]any{"clusters": map[string]any{
+			"ruvoy": map[string]any{"upstreams": map[string]any{
 				"users":   map[string]any{"upstreams": []any{map[string]any{"dial": users}}},
 				"stopped": map[string]any{"upstreams": []any{map[string]any{"dial": stopped}}},
 			}},
@@ -227,11 +227,11 @@ func TestExtensionsUpstreamCalls(t *testing.T) {
 	equal(t, "over max_response_bytes", r["error"], any("Ruvoy::UpstreamError"))
 	mustContain(t, "message", r["message"].(string), "max_response_bytes")
 	r = getJSON(t, client, s.url+"/unlisted")
-	equal(t, "unlisted cluster", r["error"], any("ArgumentError"))
+	equal(t, "unlisted upstream", r["error"], any("ArgumentError"))
 	r = getJSON(t, client, s.url+"/undefined")
-	equal(t, "undefined cluster", r["error"], any("Ruvoy::UpstreamError"))
+	equal(t, "undefined upstream", r["error"], any("Ruvoy::UpstreamError"))
 	mustContain(t, "the log, after the first call", s.stderr.String(),
-		`upstream cluster that is not defined: its calls will fail","cluster":"ghost"`)
+		`upstream that is not defined: its calls will fail","upstream":"ghost"`)
 }
 
 // A client that leaves during a call: the call is cancelled, not leaked.

@@ -79,24 +79,24 @@ func buildConfig(o *options) ([]byte, error) {
 		handler.Context = &ruvoycaddy.ContextConfig{}
 	}
 	apps := caddy.ModuleMap{}
-	if len(o.clusters) > 0 {
-		clusters := ruvoycaddy.Clusters{Clusters: map[string]json.RawMessage{}}
+	if len(o.upstreams) > 0 {
+		upstreams := ruvoycaddy.Upstreams{Upstreams: map[string]json.RawMessage{}}
 		handler.Upstream = &ruvoycaddy.UpstreamConfig{}
-		for _, c := range o.clusters {
-			if _, dup := clusters.Clusters[c.name]; dup {
-				return nil, fmt.Errorf("--cluster %s is given twice", c.name)
+		for _, u := range o.upstreams {
+			if _, dup := upstreams.Upstreams[u.name]; dup {
+				return nil, fmt.Errorf("--upstream %s is given twice", u.name)
 			}
 			proxy := &reverseproxy.Handler{}
-			for _, h := range c.hosts {
+			for _, h := range u.hosts {
 				proxy.Upstreams = append(proxy.Upstreams, &reverseproxy.Upstream{Dial: h})
 			}
-			if c.tls {
+			if u.tls {
 				proxy.TransportRaw = m.module(&reverseproxy.HTTPTransport{TLS: &reverseproxy.TLSConfig{}}, "protocol", "http")
 			}
-			clusters.Clusters[c.name] = m.json(proxy)
-			handler.Upstream.Clusters = append(handler.Upstream.Clusters, c.name)
+			upstreams.Upstreams[u.name] = m.json(proxy)
+			handler.Upstream.Upstreams = append(handler.Upstream.Upstreams, u.name)
 		}
-		apps["ruvoy"] = m.json(clusters)
+		apps["ruvoy"] = m.json(upstreams)
 	}
 	var encoders []json.RawMessage
 	if o.compress {

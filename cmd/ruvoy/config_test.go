@@ -61,7 +61,7 @@ func ruvoyHandler(t *testing.T, srv *caddyhttp.Server) ruvoycaddy.Handler {
 
 func TestBuildConfigHandler(t *testing.T) {
 	_, app, srv := configFor(t, "--queue-timeout", "250", "--stall-warn", "0", "--request-timeout", "2.5",
-		"--vm-hold-limit", "30", "--max-requests", "7", "--context", "--cluster", "users=https://10.0.0.1", "--grace", "5", "--early-hints-http1")
+		"--vm-hold-limit", "30", "--max-requests", "7", "--context", "--upstream", "users=https://10.0.0.1", "--grace", "5", "--early-hints-http1")
 	if app.GracePeriod != caddy.Duration(5*time.Second) {
 		t.Errorf("grace_period %v", time.Duration(app.GracePeriod))
 	}
@@ -71,7 +71,7 @@ func TestBuildConfigHandler(t *testing.T) {
 		h.VMHoldLimit == nil || *h.VMHoldLimit != ms(30000) || h.MaxRequests != 7 || h.Context == nil || !h.EarlyHintsHTTP1 {
 		t.Errorf("handler %+v", h)
 	}
-	if h.Upstream == nil || !reflect.DeepEqual(h.Upstream.Clusters, []string{"users"}) {
+	if h.Upstream == nil || !reflect.DeepEqual(h.Upstream.Upstreams, []string{"users"}) {
 		t.Errorf("upstream %+v", h.Upstream)
 	}
 
@@ -103,11 +103,11 @@ func TestBuildConfigDomain(t *testing.T) {
 }
 
 func TestBuildConfigClusterTwice(t *testing.T) {
-	o, err := parseOptions([]string{"--cluster", "a=http://127.0.0.1:9", "--cluster", "a=http://127.0.0.1:10", "app.ru"}, env())
+	o, err := parseOptions([]string{"--upstream", "a=http://127.0.0.1:9", "--upstream", "a=http://127.0.0.1:10", "app.ru"}, env())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := buildConfig(o); err == nil || !strings.Contains(err.Error(), "--cluster a is given twice") {
+	if _, err := buildConfig(o); err == nil || !strings.Contains(err.Error(), "--upstream a is given twice") {
 		t.Errorf("error %v", err)
 	}
 }

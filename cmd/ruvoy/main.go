@@ -22,18 +22,20 @@ import (
 
 	"github.com/ruvoy/ruvoy"
 	_ "github.com/ruvoy/ruvoy/caddy"
+	"github.com/ruvoy/ruvoy/internal/cluster"
+	"github.com/ruvoy/ruvoy/internal/cluster/worker"
 )
 
 func main() {
-	if fd := os.Getenv(ruvoy.WorkerFDEnv); fd != "" {
+	if fd := os.Getenv(cluster.FDEnv); fd != "" {
 		// A worker process of a ruvoy serving in cluster mode.
 		n, err := strconv.Atoi(fd)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "ruvoy: %s=%q is not a descriptor\n", ruvoy.WorkerFDEnv, fd)
+			fmt.Fprintf(os.Stderr, "ruvoy: %s=%q is not a descriptor\n", cluster.FDEnv, fd)
 			os.Exit(2)
 		}
-		os.Unsetenv(ruvoy.WorkerFDEnv) // not for the app's child processes
-		os.Exit(ruvoy.RunWorker(n))
+		os.Unsetenv(cluster.FDEnv) // not for the app's child processes
+		os.Exit(worker.Run(n))
 	}
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
@@ -79,6 +81,9 @@ func serve(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ruvoy: %v\n%s", err, usageHint)
 		return 2
+	}
+	for _, w := range opts.warnings {
+		fmt.Fprintf(os.Stderr, "ruvoy: %s\n", w)
 	}
 	if opts.version {
 		fmt.Println(versionLine())

@@ -39,8 +39,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Encrypt (automatic HTTPS; needs a public DNS name)
         --h2c                Also accept cleartext HTTP/2 (by prior knowledge)
         --context            Give the app env["ruvoy.context"] (connection, TLS, route)
-        --cluster NAME=URL[,URL...]
-                             Define an upstream cluster the app may call through
+        --upstream NAME=URL[,URL...]
+                             Define an upstream the app may call through
                              env["ruvoy.upstream"] (repeatable; http:// or https://)
         --static DIR         Serve files that exist under DIR from Caddy's file server, without
                              Ruby (with RAILS_SERVE_STATIC_FILES set: the app's public/);
@@ -138,7 +138,8 @@ type options struct {
 	printConfig, version       bool
 	rackupArg, rackup          string
 	rest                       []string // ARGV for the app
-	clusters                   []cluster
+	upstreams                  []upstream
+	warnings                   []string // deprecated options used, for the log
 	static                     string
 	tlsCert, tlsKey            string
 	tlsClientCA, domain        string
@@ -240,11 +241,19 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		o.writeTimeout = n
 		return nil
 	})
-	fs.Func("cluster", "", func(v string) error {
-		c, err := parseCluster(v)
-		o.clusters = append(o.clusters, c)
+	fs.Func("upstream", "", func(v string) error {
+		u, err := parseUpstream("--upstream", v)
+		o.upstreams = append(o.upstreams, u)
 		return err
 	})
+	// --cluster was --upstream's name: it still works, and says so.
+	fs.Func("cluster", "", func(v string) error {
+		o.warnings = append(o.warnings, "--cluster is deprecated: it is now --upstream (same value)")
+		u, err := parseUpstream("--cluster", v)
+		o.upstreams = append(o.upstreams, u)
+		return err
+	})
+	fs.MarkHidden("cluster")
 	fs.StringArrayVar(&o.sendfileDirs, "sendfile-dir", nil, "")
 	fs.Func("trusted-proxies", "", func(v string) (err error) {
 		for _, cidr := range strings.Split(v, ",") {
@@ -411,35 +420,36 @@ func (o *options) checkTLS() error {
 	return nil
 }
 
-// cluster is a --cluster NAME=URL[,URL...].
-type cluster struct {
+// upstream is an --upstream NAME=URL[,URL...].
+type upstream struct {
 	name  string
 	hosts []string // host:port
 	tls   bool
 }
 
-func parseCluster(v string) (cluster, error) {
+// parseUpstream reads an --upstream value (flag: the option as given).
+func parseUpstream(flag, v string) (upstream, error) {
 	name, urls, ok := strings.Cut(v, "=")
 	if !ok || name == "" || urls == "" || strings.ContainsAny(name, ", ") {
-		return cluster{}, fmt.Errorf("--cluster: want NAME=URL[,URL...], got %q", v)
+		return upstream{}, fmt.Errorf("%s: want NAME=URL[,URL...], got %q", flag, v)
 	}
-	c := cluster{name: name}
+	u := upstream{name: name}
 	for i, raw := range strings.Split(urls, ",") {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return cluster{}, fmt.Errorf("--cluster %s: %q is not an http:// or https:// URL with no path", name, raw)
+		parsed, err := url.Parse(raw)
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || (parsed.Path != "" && parsed.Path != "/") {
+			return upstream{}, fmt.Errorf("%s %s: %q is not an http:// or https:// URL with no path", flag, name, raw)
 		}
-		if i > 0 && (u.Scheme == "https") != c.tls {
-			return cluster{}, fmt.Errorf("--cluster %s: mixes http and https", name)
+		if i > 0 && (parsed.Scheme == "https") != u.tls {
+			return upstream{}, fmt.Errorf("%s %s: mixes http and https", flag, name)
 		}
-		c.tls = u.Scheme == "https"
-		host := u.Host
-		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[c.tls])
+		u.tls = parsed.Scheme == "https"
+		host := parsed.Host
+		if parsed.Port() == "" {
+			host = net.JoinHostPort(parsed.Hostname(), map[bool]string{true: "443", false: "80"}[u.tls])
 		}
-		c.hosts = append(c.hosts, host)
+		u.hosts = append(u.hosts, host)
 	}
-	return c, nil
+	return u, nil
 }
 
 // optionError words pflag's errors as ruvoy's own.

@@ -104,8 +104,12 @@ func TestParseOptions(t *testing.T) {
 		{"--domain with -p", []string{"--domain", "example.com", "-p", "8443"}, env(), func(o *options) {
 			o.domain, o.port, o.portGiven, o.address = "example.com", "8443", true, "0.0.0.0"
 		}},
-		{"--cluster repeats", []string{"--cluster", "a=http://x", "--cluster=b=https://y:8443,https://z"}, env(), func(o *options) {
-			o.clusters = []cluster{{name: "a", hosts: []string{"x:80"}}, {name: "b", hosts: []string{"y:8443", "z:443"}, tls: true}}
+		{"--upstream repeats", []string{"--upstream", "a=http://x", "--upstream=b=https://y:8443,https://z"}, env(), func(o *options) {
+			o.upstreams = []upstream{{name: "a", hosts: []string{"x:80"}}, {name: "b", hosts: []string{"y:8443", "z:443"}, tls: true}}
+		}},
+		{"--cluster, --upstream's old name", []string{"--cluster", "a=http://x"}, env(), func(o *options) {
+			o.upstreams = []upstream{{name: "a", hosts: []string{"x:80"}}}
+			o.warnings = []string{"--cluster is deprecated: it is now --upstream (same value)"}
 		}},
 		{"--sendfile-dir repeats", []string{"--sendfile-dir", dir, "--sendfile-dir=" + dir2}, env(), func(o *options) {
 			o.sendfileDirs = []string{dir, dir2}
@@ -194,8 +198,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--worker-timeout", "0"}, env(), `--worker-timeout: want a number of seconds above 0, got "0"`},
 		{[]string{"--write-timeout", "-1"}, env(), `--write-timeout: want a number of seconds (0: never), got "-1"`},
 		{[]string{"--max-requests-per-connection", "0"}, env(), `--max-requests-per-connection: want an integer of at least 1, got "0"`},
+		{[]string{"--upstream", "x"}, env(), `--upstream: want NAME=URL[,URL...], got "x"`},
+		{[]string{"--upstream", "a=ftp://x"}, env(), `--upstream a: "ftp://x" is not an http:// or https:// URL with no path`},
 		{[]string{"--cluster", "x"}, env(), `--cluster: want NAME=URL[,URL...], got "x"`},
-		{[]string{"--cluster", "a=ftp://x"}, env(), `--cluster a: "ftp://x" is not an http:// or https:// URL with no path`},
 		{[]string{"--trusted-proxies", "10.0.0.0/8,bad"}, env(), `--trusted-proxies: "bad" is not an IP range (CIDR) or address`},
 		{[]string{"--trusted-proxies", ""}, env(), `--trusted-proxies: "" is not an IP range (CIDR) or address`},
 		{[]string{"-p", "http"}, env(), `port: want a number from 0 to 65535, got "http"`},

@@ -6,7 +6,7 @@
 #define L rv_L
 
 struct load_args {
-    VALUE path, environment, clusters;
+    VALUE path, environment, upstreams;
 };
 
 static VALUE load_app(VALUE arg)
@@ -24,7 +24,7 @@ void rv_control_handle(rv_msg *m)
 {
     switch (m->kind) {
     case RV_IN_LOAD_APP: {
-        /* strings: rackup path, environment, upstream clusters (comma
+        /* strings: rackup path, environment, upstreams (comma
          * separated; empty: upstream calls are off) */
         VALUE fields[3] = {Qnil, Qnil, Qnil};
         rv_reader r = {m->data, m->data + m->len};
@@ -48,10 +48,10 @@ void rv_control_handle(rv_msg *m)
             rv_send_reply(0, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
         } else {
             rb_ary_push(L->apps, app);
-            VALUE clusters = Qnil;
-            if (!NIL_P(a.clusters) && RSTRING_LEN(a.clusters) > 0)
-                clusters = rb_obj_freeze(rb_str_split(a.clusters, ","));
-            rb_ary_push(L->app_clusters, clusters);
+            VALUE upstreams = Qnil;
+            if (!NIL_P(a.upstreams) && RSTRING_LEN(a.upstreams) > 0)
+                upstreams = rb_obj_freeze(rb_str_split(a.upstreams, ","));
+            rb_ary_push(L->app_upstreams, upstreams);
             rv_send_reply((uint64_t)RARRAY_LEN(L->apps), "", 0);
         }
         break;

@@ -174,9 +174,9 @@ VALUE rv_env_build(rv_stream *s)
         PUT(k_early_hints, v_early_hints);
     if (fp[RV_FIELD_CONTEXT])
         PUT(k_context, rb_class_new_instance(1, (VALUE[]){rb_str_new(fp[RV_FIELD_CONTEXT], fl[RV_FIELD_CONTEXT])}, cContext));
-    VALUE clusters = rb_ary_entry(L->app_clusters, (long)s->request->aux - 1);
-    if (!NIL_P(clusters))
-        PUT(k_upstream, rb_class_new_instance(2, (VALUE[]){ULL2NUM(s->id), clusters}, cUpstream));
+    VALUE upstreams = rb_ary_entry(L->app_upstreams, (long)s->request->aux - 1);
+    if (!NIL_P(upstreams))
+        PUT(k_upstream, rb_class_new_instance(2, (VALUE[]){ULL2NUM(s->id), upstreams}, cUpstream));
 
     rv_reader r = h.headers;
     for (uint16_t i = 0; i < h.nheaders; i++) {

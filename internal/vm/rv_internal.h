@@ -154,7 +154,7 @@ typedef struct rv_loop {
     st_table *waiting;          /* fiber -> rv_waiter*, every suspended fiber */
     st_table *pending;          /* fiber -> exception to raise at its next wait */
     st_table *calls;            /* upstream call id -> rv_waiter* */
-    VALUE app_clusters;         /* Array: app id -> clusters it may call, or nil */
+    VALUE app_upstreams;        /* Array: app id -> upstreams it may call, or nil */
     int epfd;
     rv_fdwait *fds;
     int nfds;

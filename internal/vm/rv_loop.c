@@ -40,7 +40,7 @@ static void loop_mark(void *p)
     rb_gc_mark(L->thread);
     rb_gc_mark(L->scheduler);
     rb_gc_mark(L->apps);
-    rb_gc_mark(L->app_clusters);
+    rb_gc_mark(L->app_upstreams);
     for (uint32_t i = 0; i < L->nstreams; i++) {
         rv_stream *s = L->streams[i];
         if (s) {
@@ -84,7 +84,7 @@ void rv_loop_init(const rv_config *cfg)
     L->root_fiber = rb_fiber_current();
     L->thread = rb_thread_current();
     L->apps = rb_ary_new();
-    L->app_clusters = rb_ary_new();
+    L->app_upstreams = rb_ary_new();
     L->scheduler = Qnil;
     rb_gc_register_mark_object(TypedData_Wrap_Struct(rb_cObject, &loop_type, L));
 }

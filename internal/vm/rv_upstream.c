@@ -1,5 +1,5 @@
 /*
- * rv_upstream.c: calls to upstream clusters (env["ruvoy.upstream"]).
+ * rv_upstream.c: calls to upstreams (env["ruvoy.upstream"]).
  *
  * The calling fiber sends an RV_OUT_UPSTREAM message and waits in the
  * scheduler; Go makes the call through Caddy's reverse proxy and answers
@@ -86,8 +86,8 @@ static VALUE free_reply(VALUE arg)
     return Qnil;
 }
 
-/* Ruvoy._upstream(stream_id, cluster, method, path, [[name, value]...], body, timeout_ms) */
-static VALUE upstream_call(VALUE self, VALUE id, VALUE cluster, VALUE method, VALUE path, VALUE headers,
+/* Ruvoy._upstream(stream_id, upstream, method, path, [[name, value]...], body, timeout_ms) */
+static VALUE upstream_call(VALUE self, VALUE id, VALUE upstream, VALUE method, VALUE path, VALUE headers,
                            VALUE body, VALUE timeout_ms)
 {
     (void)self;
@@ -106,7 +106,7 @@ static VALUE upstream_call(VALUE self, VALUE id, VALUE cluster, VALUE method, VA
     rv_buf b;
     rv_buf_start(&b, RV_OUT_UPSTREAM, stream, 256);
     rv_buf_put_u32(&b, NUM2UINT(timeout_ms));
-    put_value(&b, cluster);
+    put_value(&b, upstream);
     put_value(&b, method);
     put_value(&b, path);
     if (RARRAY_LEN(headers) > 0xffff)

@@ -38,7 +38,7 @@ enum {
     RV_IN_CREDIT,      /* the client took aux response bytes: open the window */
     RV_IN_CANCEL,      /* the client went away (RV_FLAG_MALFORMED: its body was malformed) */
     RV_IN_DONE,        /* the response was written (flags: RV_FLAG_ERROR if not) */
-    RV_IN_LOAD_APP,    /* control: load a rackup; payload is strings: rackup, environment, clusters */
+    RV_IN_LOAD_APP,    /* control: load a rackup; payload is strings: rackup, environment, upstreams */
     RV_IN_UNLOAD_APP,  /* control: drop app aux once its requests end */
     RV_IN_STOP,        /* control: leave the loop and shut the VM down */
     RV_IN_UPSTREAM_REPLY, /* the outcome of upstream call aux: an upstream reply */
@@ -57,7 +57,7 @@ enum {
     RV_OUT_LOG,       /* a log entry: flags is the level; payload is strings: message, then name/value pairs (a name ending in _ms: a number) */
     RV_OUT_REPLY,     /* reply to a control message; aux is its result, payload a text */
     RV_OUT_CREDIT,    /* the app took aux request body bytes: Go may read on */
-    RV_OUT_UPSTREAM,  /* call an upstream cluster; aux is the call id; payload an upstream call */
+    RV_OUT_UPSTREAM,  /* call an upstream; aux is the call id; payload an upstream call */
     RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
     RV_OUT_EARLY_HINTS, /* send a 103 before the head; payload is strings: name/value pairs */
     RV_OUT_HIJACK,      /* hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status) */
@@ -194,8 +194,8 @@ enum {
 };
 
 /*
- * Upstream call (RV_OUT_UPSTREAM): u32 timeout in ms (0: the cluster's),
- *   strings cluster, method, path, u16 header count, name/value strings,
+ * Upstream call (RV_OUT_UPSTREAM): u32 timeout in ms (0: the upstream's),
+ *   strings upstream, method, path, u16 header count, name/value strings,
  *   then the body.
  * Upstream reply (RV_IN_UPSTREAM_REPLY): u16 status, u16 header count,
  *   name/value strings, then the body; with RV_FLAG_FAILED, the reason the

@@ -256,10 +256,10 @@ func ReadResponseHead(p []byte) (ResponseHead, error) {
 
 // UpstreamCall is an OutUpstream payload read.
 type UpstreamCall struct {
-	TimeoutMS             uint32
-	Cluster, Method, Path string
-	Header                http.Header
-	Body                  []byte
+	TimeoutMS              uint32
+	Upstream, Method, Path string
+	Header                 http.Header
+	Body                   []byte
 }
 
 // ReadUpstreamCall reads an OutUpstream payload; Body aliases p.
@@ -270,7 +270,7 @@ func ReadUpstreamCall(p []byte) (UpstreamCall, bool) {
 	}
 	c.TimeoutMS = order.Uint32(p)
 	p = p[4:]
-	for _, f := range []*string{&c.Cluster, &c.Method, &c.Path} {
+	for _, f := range []*string{&c.Upstream, &c.Method, &c.Path} {
 		s, rest, ok := ReadString(p)
 		if !ok || s == nil {
 			return c, false

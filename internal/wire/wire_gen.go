@@ -15,7 +15,7 @@ const (
 	InCancel = 5
 	// the response was written (flags: RV_FLAG_ERROR if not)
 	InDone = 6
-	// control: load a rackup; payload is strings: rackup, environment, clusters
+	// control: load a rackup; payload is strings: rackup, environment, upstreams
 	InLoadApp = 7
 	// control: drop app aux once its requests end
 	InUnloadApp = 8
@@ -48,7 +48,7 @@ const (
 	OutReply = 38
 	// the app took aux request body bytes: Go may read on
 	OutCredit = 39
-	// call an upstream cluster; aux is the call id; payload an upstream call
+	// call an upstream; aux is the call id; payload an upstream call
 	OutUpstream = 40
 	// the caller of upstream call aux stopped waiting
 	OutUpstreamCancel = 41

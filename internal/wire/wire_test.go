@@ -43,7 +43,7 @@ func TestUpstreamCallAndReply(t *testing.T) {
 	p = AppendString(AppendString(p, "X-A"), "2")
 	p = append(p, "body"...)
 	c, ok := ReadUpstreamCall(p)
-	if !ok || c.TimeoutMS != 1000 || c.Cluster != "users" || c.Method != "POST" || c.Path != "/v1/x?y=1" ||
+	if !ok || c.TimeoutMS != 1000 || c.Upstream != "users" || c.Method != "POST" || c.Path != "/v1/x?y=1" ||
 		!reflect.DeepEqual(c.Header, http.Header{"X-A": {"1", "2"}}) || string(c.Body) != "body" {
 		t.Fatalf("read %+v", c)
 	}

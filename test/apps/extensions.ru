@@ -3,8 +3,8 @@ require "json"
 
 def json(value, status = 200) = [status, { "content-type" => "application/json" }, [JSON.generate(value)]]
 
-def call(env, cluster, path, **options)
-  status, headers, body = env["ruvoy.upstream"].call(cluster, "GET", path, **options)
+def call(env, upstream, path, **options)
+  status, headers, body = env["ruvoy.upstream"].call(upstream, "GET", path, **options)
   { "status" => status, "headers" => headers, "body" => body.join }
 end
 

@@ -1,4 +1,4 @@
-package ruvoy
+package frontend
 
 import (
 	"bufio"
@@ -14,17 +14,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/cluster"
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
 
-// A worker is one worker process as the front end sees it: the vmLink
-// its requests' messages go through, and the reader that hands what its
-// VM sends to the streams, as the dispatcher does for a local VM.
-type worker struct {
-	pool    *pool
+// A Worker is one worker process as the front end sees it: the way to
+// the VM its requests run in (the request path's link: Start, Submit,
+// Cancel, Interrupt, Hijacked), and the reader that hands what its VM
+// sends to the Router.
+type Worker struct {
+	pool    *Pool
 	slot    int
 	cmd     *exec.Cmd
 	conn    *net.UnixConn
@@ -36,15 +38,15 @@ type worker struct {
 	streams  map[uint64]struct{} // requests it runs (until their FINAL)
 	inflight atomic.Int64
 
-	gone      atomic.Bool  // it exited: its requests have failed
-	heard     atomic.Int64 // when it last reported (RV_WORKER_STATS), unix ns
-	silent    atomic.Bool  // it has not reported for a while (pool.watch)
-	timedOut  atomic.Bool  // it was killed for not reporting: its requests get 504
-	heldSince atomic.Int64 // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
-	retiring  atomic.Bool  // it takes no new request, and stops once its requests end
-	replacing atomic.Bool  // a new worker is starting to take its slot
-	stopping  atomic.Bool  // it was told to stop: its exit is expected
-	stats     atomic.Pointer[workerStats]
+	gone      atomic.Bool                   // it exited: its requests have failed
+	heard     atomic.Int64                  // when it last reported (RV_WORKER_STATS), unix ns
+	silent    atomic.Bool                   // it has not reported for a while (pool.watch)
+	timedOut  atomic.Bool                   // it was killed for not reporting: its requests get 504
+	heldSince atomic.Int64                  // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
+	retiring  atomic.Bool                   // it takes no new request, and stops once its requests end
+	replacing atomic.Bool                   // a new worker is starting to take its slot
+	stopping  atomic.Bool                   // it was told to stop: its exit is expected
+	stats     atomic.Pointer[cluster.Stats] // what it last reported
 
 	statm *os.File     // its /proc statm, open while it runs (with a max RSS)
 	rssMu sync.Mutex   // one read of statm at a time
@@ -56,14 +58,21 @@ type worker struct {
 
 type bootResult struct{ err error }
 
-// workerStats is what a worker last reported (RV_WORKER_STATS).
-type workerStats struct {
-	VMStats
-	Stalls int64  // its stall detector's count
-	RSS    uint64 // its resident memory, bytes
-}
+// Slot is the worker's place in its pool, which a replacement takes.
+func (w *Worker) Slot() int { return w.slot }
 
-func (w *worker) start(stream, app uint64, head []byte) bool {
+// Stats is what the worker last reported, or nil.
+func (w *Worker) Stats() *cluster.Stats { return w.stats.Load() }
+
+// InFlight is how many requests the worker runs.
+func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+
+// Held says whether Ruby code holds the worker's VM thread (it said so).
+func (w *Worker) Held() bool { return w.heldSince.Load() != 0 }
+
+// Start hands the worker a new request (app: the app it runs); false when
+// the worker is gone and the request never reached it.
+func (w *Worker) Start(stream, app uint64, head []byte) bool {
 	w.mu.Lock()
 	if w.gone.Load() { // read under mu: fail sweeps what was added before
 		w.mu.Unlock()
@@ -78,36 +87,38 @@ func (w *worker) start(stream, app uint64, head []byte) bool {
 	return true
 }
 
-func (w *worker) submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
+// Submit sends the worker's VM a message for a request.
+func (w *Worker) Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
 	w.out.send(kind, stream, flags, aux, payload)
 }
 
-func (w *worker) cancel(stream uint64, flags uint32) {
+// Cancel tells the worker's VM that Go is done with a request.
+func (w *Worker) Cancel(stream uint64, flags uint32) {
 	w.out.send(wire.InCancel, stream, flags, 0, nil)
 }
 
-// interrupt goes on the socket, in order with the request's other
+// Interrupt goes on the socket, in order with the request's other
 // frames, and on the urgent socket, which reaches a VM thread that Ruby code
 // holds: the first to find the request raises, once (rv_interrupt.c).
-func (w *worker) interrupt(stream uint64, reason uint32) {
+func (w *Worker) Interrupt(stream uint64, reason uint32) {
 	w.out.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 	w.urgent.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 }
 
-// hijacked sends the worker a hijacked connection: the descriptor
+// Hijacked sends the worker a hijacked connection: the descriptor
 // crosses with its frame (SCM_RIGHTS) and is closed here.
-func (w *worker) hijacked(stream uint64, fd int, flags uint32) {
+func (w *Worker) Hijacked(stream uint64, fd int, flags uint32) {
 	w.out.addFile(wire.InHijacked, stream, flags, 0, nil, fd)
 	w.out.flush()
 }
 
 // finished says the worker's VM is done with stream.
-func (w *worker) finished(stream uint64) {
+func (w *Worker) finished(stream uint64) {
 	w.mu.Lock()
 	_, ok := w.streams[stream]
 	delete(w.streams, stream)
 	w.mu.Unlock()
-	if ok && w.pool.maxRSS > 0 {
+	if ok && w.pool.cfg.MaxRSS > 0 {
 		w.checkRSS()
 	}
 	if ok && w.inflight.Add(-1) == 0 && w.retiring.Load() {
@@ -119,7 +130,7 @@ func (w *worker) finished(stream uint64) {
 // and has it replaced once past the pool's maxRSS (overRSS): a request's
 // end is when an app that leaks has grown, so a leak is caught within
 // about what rssEvery of requests adds.
-func (w *worker) checkRSS() {
+func (w *Worker) checkRSS() {
 	now := time.Now().UnixNano()
 	if now-w.rssAt.Load() < int64(rssEvery) || w.retiring.Load() || !w.rssMu.TryLock() {
 		return
@@ -131,32 +142,28 @@ func (w *worker) checkRSS() {
 	}
 	var b [64]byte
 	n, _ := w.statm.ReadAt(b[:], 0)
-	if rss := statmRSS(b[:n]); rss > w.pool.maxRSS {
+	if rss := cluster.StatmRSS(b[:n]); rss > w.pool.cfg.MaxRSS {
 		w.pool.overRSS(w, rss)
 	}
 }
 
 // retire takes the worker out of the rotation; it stops once its
 // requests have ended.
-func (w *worker) retire() {
+func (w *Worker) retire() {
 	w.retiring.Store(true)
 	if w.inflight.Load() == 0 {
 		w.stop()
 	}
 }
 
-// stopWait is how long a stopped worker has to exit before it is killed:
-// it unwinds its requests and cleans its VM up (Runtime.Shutdown).
-const stopWait = unwindWait + cleanupWait + 2*time.Second
-
 // stop tells the worker to stop (RV_IN_STOP), once.
-func (w *worker) stop() {
+func (w *Worker) stop() {
 	if !w.stopping.CompareAndSwap(false, true) {
 		return
 	}
-	if w.replacing.Load() && w.pool.maxRSS > 0 {
-		w.pool.rt.log().Info("ruvoy: a worker replaced for its memory stops", zap.Int("worker", w.slot),
-			zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("peak_rss_bytes", processPeakRSS(w.cmd.Process.Pid)))
+	if w.replacing.Load() && w.pool.cfg.MaxRSS > 0 {
+		w.pool.log().Info("ruvoy: a worker replaced for its memory stops", zap.Int("worker", w.slot),
+			zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("peak_rss_bytes", cluster.PeakRSS(w.cmd.Process.Pid)))
 	}
 	w.out.send(wire.InStop, 0, 0, 0, nil)
 	w.out.finish()
@@ -166,19 +173,19 @@ func (w *worker) stop() {
 		select {
 		case <-w.readDone:
 		default:
-			w.pool.rt.log().Error("ruvoy: a worker did not stop in time: killing it", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid))
+			w.pool.log().Error("ruvoy: a worker did not stop in time: killing it", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid))
 		}
 		w.cmd.Process.Kill() // after Wait returned, this fails harmlessly
 	})
 }
 
 // read hands what the worker sends to the streams until its socket ends.
-func (w *worker) read() {
+func (w *Worker) read() {
 	defer close(w.readDone)
 	fr := newFrameReader(w.conn)
 	defer fr.closeFDs()
 	in := bufio.NewReaderSize(fr, 64<<10)
-	rt := w.pool.rt
+	router := w.pool.cfg.Router
 	var hdr [wire.FrameHeader]byte
 	var err error
 	for {
@@ -207,29 +214,29 @@ func (w *worker) read() {
 		}
 		switch f.Kind {
 		case wire.OutLog:
-			rt.logFromVM(m, zap.Int("worker", w.slot))
+			router.Log(m, zap.Int("worker", w.slot))
 			m.Free()
 		case wire.OutReply:
 			m.Free() // a worker answers its own control messages
 		default:
-			rt.route(m)
+			router.Route(m)
 		}
 	}
 	// A reset is how the socket of a process that died with unread bytes
 	// ends: supervise says why it died.
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !w.stopping.Load() {
-		rt.log().Error("ruvoy: reading from a worker failed: killing it", zap.Int("worker", w.slot), zap.Error(err))
+		w.pool.log().Error("ruvoy: reading from a worker failed: killing it", zap.Int("worker", w.slot), zap.Error(err))
 		w.cmd.Process.Kill()
 	}
 }
 
 // control takes a frame of the worker's own kinds.
-func (w *worker) control(f wire.Frame, p []byte) {
+func (w *Worker) control(f wire.Frame, p []byte) {
 	switch f.Kind {
 	case wire.WorkerReady:
 		var r bootResult
 		if f.Aux != 1 {
-			r.err = &BootError{Rackup: w.pool.cfg.Rackup, Message: string(p)}
+			r.err = &BootError{Message: string(p)}
 		}
 		select {
 		case w.ready <- r:
@@ -243,8 +250,7 @@ func (w *worker) control(f wire.Frame, p []byte) {
 		w.heldSince.Store(since)
 	case wire.WorkerStats:
 		w.heard.Store(time.Now().UnixNano())
-		if v, ok := wire.ReadStats(p); ok {
-			s := statsFrom(v)
+		if s, ok := cluster.ReadStats(p); ok {
 			w.stats.Store(&s)
 		}
 	}
@@ -252,7 +258,7 @@ func (w *worker) control(f wire.Frame, p []byte) {
 
 // supervise waits for the worker's process to end, fails the requests it
 // still ran, and tells the pool.
-func (w *worker) supervise() {
+func (w *Worker) supervise() {
 	p := w.pool
 	defer p.live.Done()
 	waitErr := w.cmd.Wait()
@@ -283,7 +289,7 @@ func (w *worker) supervise() {
 	}
 	code := w.cmd.ProcessState.ExitCode()
 	if code < 0 {
-		code = ExitVMHeld // killed
+		code = exitKilled
 	}
 	if w.stopping.Load() {
 		p.mu.Lock()
@@ -298,7 +304,7 @@ func (w *worker) supervise() {
 		if s := w.stats.Load(); s != nil {
 			hijacked = s.Hijacked
 		}
-		p.rt.log().Error("ruvoy: a worker exited", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid),
+		p.log().Error("ruvoy: a worker exited", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid),
 			zap.String("cause", cause), zap.Int("requests_failed", failed), zap.Int("status", status),
 			zap.Int("hijacked_connections_lost", hijacked))
 	}
@@ -309,7 +315,7 @@ func (w *worker) supervise() {
 // ended them had it failed: status (502, or 504 for a worker killed for
 // not reporting) when nothing was sent yet, else a cut. The worker's
 // reader is done: nothing of it comes after.
-func (w *worker) fail(status int) int {
+func (w *Worker) fail(status int) int {
 	w.gone.Store(true)
 	w.mu.Lock()
 	ids := w.streams
@@ -317,7 +323,7 @@ func (w *worker) fail(status int) int {
 	w.mu.Unlock()
 	w.inflight.Store(0)
 	for id := range ids {
-		w.pool.rt.streams.deliver(msg.New(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, uint64(status), 0))
+		w.pool.cfg.Router.Route(msg.New(wire.OutReset, id, wire.FlagEnd|wire.FlagFinal, uint64(status), 0))
 	}
 	return len(ids)
 }
@@ -328,3 +334,7 @@ func exitCause(err error) string {
 	}
 	return err.Error()
 }
+
+// exitKilled is the status a worker killed by a signal counts as: the
+// runtime's "the VM was held and could not be stopped" (docs/cli.md).
+const exitKilled = 4

@@ -10,7 +10,7 @@ import (
 	"github.com/ruvoy/ruvoy"
 )
 
-// clustersRef is how a handler reaches the clusters app ("ruvoy"): it looks
+// upstreamsRef is how a handler reaches the upstreams app ("ruvoy"): it looks
 // the app up at the first call, not in the handler's Provision. Loaded from
 // there, the app would provision its reverse proxies under the handler's
 // context, whose module ancestry Caddy shares between sibling modules: a
@@ -18,30 +18,30 @@ import (
 // with the modules loaded after it (caught by the race detector in the
 // docs' configs). Caddy loads every configured app itself, at the top,
 // before anything serves.
-type clustersRef struct {
+type upstreamsRef struct {
 	ctx    caddy.Context
-	wanted []string // the clusters the handler lets the app call
+	wanted []string // the upstreams the handler lets the app call
 	once   sync.Once
-	app    *Clusters
+	app    *Upstreams
 }
 
-func (r *clustersRef) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
+func (r *upstreamsRef) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
 	r.once.Do(r.resolve)
 	return r.app.Call(ctx, call, maxBytes)
 }
 
-// resolve finds the app, and warns of each wanted cluster it lacks.
-func (r *clustersRef) resolve() {
-	r.app = new(Clusters) // none defined
+// resolve finds the app, and warns of each wanted upstream it lacks.
+func (r *upstreamsRef) resolve() {
+	r.app = new(Upstreams) // none defined
 	if app, err := r.ctx.AppIfConfigured("ruvoy"); err == nil {
-		r.app = app.(*Clusters)
+		r.app = app.(*Upstreams)
 	}
 	for _, name := range r.wanted {
 		if r.app.handlers[name] == nil {
-			r.ctx.Logger().Warn("the app may call an upstream cluster that is not defined: its calls will fail",
-				zap.String("cluster", name))
+			r.ctx.Logger().Warn("the app may call an upstream that is not defined: its calls will fail",
+				zap.String("upstream", name))
 		}
 	}
 }
 
-var _ ruvoy.Upstream = (*clustersRef)(nil)
+var _ ruvoy.Upstream = (*upstreamsRef)(nil)

@@ -1,4 +1,10 @@
-package ruvoy
+// Package worker is cluster mode's worker side: the main of a worker
+// process (the binary started again by the front end, internal/cluster/
+// frontend). It boots a VM, loads the app the front end names, and hands
+// the socket to the VM thread, which reads the front end's frames and
+// writes its own (internal/vm's rv_relay.c) until the front end says stop
+// or goes away.
+package worker
 
 import (
 	"bufio"
@@ -8,10 +14,12 @@ import (
 	"os"
 	ossignal "os/signal"
 	"runtime"
-	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/cluster"
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
@@ -19,28 +27,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
-
-// WorkerFDEnv names the environment variable that makes the binary a
-// worker process (cluster mode): its value is the descriptor of the socket
-// to the front end; the descriptor after it is the worker's urgent socket
-// (wire.h, "Workers").
-const WorkerFDEnv = "RUVOY_WORKER_FD"
-
-// workerConfig is what the front end tells a worker first (RV_WORKER_CONFIG).
-type workerConfig struct {
-	Slot           int           `json:"slot"`
-	Program        string        `json:"program"`
-	Args           []string      `json:"args"`
-	ResponseWindow int           `json:"response_window"`
-	StallWarn      time.Duration `json:"stall_warn"`
-	HoldLimit      time.Duration `json:"hold_limit"`
-	Rackup         string        `json:"rackup"`
-	Environment    string        `json:"environment"`
-	Clusters       string        `json:"clusters"`
-}
-
-// statsEvery is how often a worker reports its figures.
-const statsEvery = 500 * time.Millisecond
 
 // urgentStopWait is how long a stop that came on the urgent socket waits for the
 // same stop on the socket, which the VM thread reads unless Ruby code
@@ -53,12 +39,18 @@ type relayEnd struct {
 	text string
 }
 
-// RunWorker is a worker process's main: it boots the VM, loads the app
-// the front end names, then hands the socket to the VM thread, which
-// reads the front end's frames and writes its own (rv_relay.c), until the
-// front end says stop or goes away. It returns the process's exit status
-// (Runtime.Shutdown's).
-func RunWorker(fd int) int {
+// relay is a worker's way to its front end, from Go: what the VM sends
+// Go goes on as frames, and the end of the socket is awaited here.
+type relay struct {
+	end     chan relayEnd
+	endOnce sync.Once
+	rt      *ruvoy.Runtime
+}
+
+// Run is a worker process's main: fd is its socket to the front end, and
+// fd+1 its urgent socket. It returns the process's exit status (the
+// runtime's Shutdown's).
+func Run(fd int) int {
 	// Signals are the front end's: a Ctrl-C or a service manager's TERM
 	// reaches every process of the group, and a worker stops when the
 	// front end tells it to, after the drain.
@@ -74,7 +66,7 @@ func RunWorker(fd int) int {
 	// from: the VM thread reads and writes it from then on.
 	in := bufio.NewReaderSize(fdReader(fd), 64<<10)
 	var hdr [wire.FrameHeader]byte
-	var cfg workerConfig
+	var cfg cluster.Config
 	first, err := wire.ReadFrame(in, &hdr)
 	if err == nil && first.Kind != wire.WorkerConfig {
 		err = wire.ErrFrame
@@ -97,31 +89,30 @@ func RunWorker(fd int) int {
 		return 1
 	}
 
-	rt := newRuntime(Options{Program: cfg.Program, Args: cfg.Args, ResponseWindow: cfg.ResponseWindow, Logger: log})
-	rt.relay = true
-	rt.relayEnd = make(chan relayEnd, 1)
-	rt.relayDone = make(chan struct{})
-	if err := rt.bootLocal(); err != nil {
+	rl := &relay{end: make(chan relayEnd, 1)}
+	rt := ruvoy.NewRelay(ruvoy.Options{Program: cfg.Program, Args: cfg.Args, ResponseWindow: cfg.ResponseWindow, Logger: log}, rl.send)
+	rl.rt = rt
+	if err := rt.Boot(); err != nil {
 		return fail("starting Ruby: " + err.Error())
 	}
 	rt.SetStallWarn(cfg.StallWarn)
 	rt.SetHoldLimit(cfg.HoldLimit)
-	r := rt.control(wire.InLoadApp, 0, wire.AppendLoadApp(nil, cfg.Rackup, cfg.Environment, cfg.Clusters))
-	if r.result == 0 {
-		return fail(r.text)
+	app, text := rt.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams)
+	if app == 0 {
+		return fail(text)
 	}
-	rest, _ := in.Peek(in.Buffered()) // the front end's frames that came with the settings
-	if r := rt.controlFlags(wire.InRelay, uint32(r.result), uint64(fd), rest); r.result == 0 {
-		return fail(r.text)
+	early, _ := in.Peek(in.Buffered()) // the front end's frames that came with the settings
+	if text, ok := rt.Relay(app, fd, early); !ok {
+		return fail(text)
 	}
 	if e := vm.WatchHeld(); e < 0 {
 		return fail("starting the held watch: " + syscall.Errno(-e).Error())
 	}
 	vm.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
-	go rt.reportStats()
-	go rt.listenUrgent(fd + 1)
+	go rl.reportStats()
+	go rl.listenUrgent(fd + 1)
 
-	if end := <-rt.relayEnd; end.why == wire.RelayFailed {
+	if end := <-rl.end; end.why == wire.RelayFailed {
 		log.Error("ruvoy: the socket to the front end failed: stopping", zap.String("error", end.text))
 	}
 	code := rt.Shutdown()
@@ -152,7 +143,7 @@ func (fd fdReader) Read(p []byte) (int, error) {
 // listenUrgent reads the worker's urgent socket: the front end's interrupts and stop,
 // sent on the socket too, reach the VM here even while Ruby code holds
 // its thread, which then reads nothing from the socket.
-func (rt *Runtime) listenUrgent(fd int) {
+func (rl *relay) listenUrgent(fd int) {
 	f := os.NewFile(uintptr(fd), "ruvoy-urgent")
 	in := bufio.NewReader(f)
 	var hdr [wire.FrameHeader]byte
@@ -168,37 +159,46 @@ func (rt *Runtime) listenUrgent(fd int) {
 		case wire.InInterrupt:
 			vm.Interrupt(fr.Stream, uint32(fr.Aux))
 		case wire.InStop:
-			time.AfterFunc(urgentStopWait, func() { rt.endRelay(relayEnd{why: wire.RelayStop}) })
+			time.AfterFunc(urgentStopWait, func() { rl.ended(relayEnd{why: wire.RelayStop}) })
 		}
 	}
 }
 
-func (rt *Runtime) endRelay(e relayEnd) {
+// ended says the socket is done, once.
+func (rl *relay) ended(e relayEnd) {
 	select {
-	case rt.relayEnd <- e:
+	case rl.end <- e:
 	default:
 	}
 }
 
-// relayMsg sends a VM message to the front end from Go: what the VM sent
+// send sends a VM message to the front end from Go: what the VM sent
 // before it read the socket (while the app loaded) or after (the drain
-// once a stop came).
-func (rt *Runtime) relayMsg(m *msg.Msg) {
+// once a stop came). The VM's RV_OUT_RELAY_END says its socket is done.
+func (rl *relay) send(m *msg.Msg) {
 	if m.Kind() == wire.OutRelayEnd {
-		rt.relayOnce.Do(func() { close(rt.relayDone) })
-		rt.endRelay(relayEnd{why: m.Aux(), text: string(m.Payload())})
+		rl.endOnce.Do(rl.rt.RelayEnded)
+		rl.ended(relayEnd{why: m.Aux(), text: string(m.Payload())})
 		m.Free()
 		return
 	}
 	vm.RelaySendMsg(m)
 }
 
-// reportStats sends the front end the worker's figures every statsEvery.
-// When Ruby code holds the VM thread, the held watch says so (rv_held.c).
-func (rt *Runtime) reportStats() {
+// reportStats sends the front end the worker's figures every
+// cluster.StatsEvery, whatever the app does: the front end takes a
+// silent worker for stopped. When Ruby code holds the VM thread, the held
+// watch says so too (rv_held.c).
+func (rl *relay) reportStats() {
 	for {
-		vm.RelaySend(wire.WorkerStats, 0, 0, 0, wire.AppendStats(nil, statsValues(rt.Stats(), rt.counters.stalls.Load(), processRSS(os.Getpid()))))
-		time.Sleep(statsEvery)
+		v := rl.rt.Stats()
+		s := cluster.Stats{Busy: v.Busy, LoopLag: v.LoopLag, RunningFor: v.RunningFor, RunningStream: v.RunningStream,
+			Requests: v.Requests, Fibers: v.Fibers, ResponseBytes: v.ResponseBytes,
+			GCCount: v.GCCount, GCTime: v.GCTime, HeapLiveSlots: v.HeapLiveSlots,
+			OffloadBusy: v.OffloadBusy, OffloadWaiting: v.OffloadWaiting, Hijacked: v.Hijacked,
+			Stalls: rl.rt.Stalls(), RSS: cluster.ProcessRSS(os.Getpid())}
+		vm.RelaySend(wire.WorkerStats, 0, 0, 0, s.Append(nil))
+		time.Sleep(cluster.StatsEvery)
 	}
 }
 
@@ -210,40 +210,4 @@ func workerLogger(slot int) *zap.Logger {
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(os.Stderr), zap.InfoLevel)
 	return zap.New(core).Named("ruvoy.worker").With(zap.Int("worker", slot), zap.Int("pid", os.Getpid()))
-}
-
-// processRSS is a process's resident memory in bytes (0 if unknown).
-func processRSS(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0
-	}
-	return statmRSS(b)
-}
-
-// statmRSS reads the resident memory, in bytes, from /proc's statm (its
-// second number is in pages).
-func statmRSS(b []byte) uint64 {
-	var size, resident uint64
-	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
-		return 0
-	}
-	return resident * uint64(os.Getpagesize())
-}
-
-// processPeakRSS is the most resident memory a process had, in bytes
-// (/proc's VmHWM; 0 if unknown).
-func processPeakRSS(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kib uint64
-			fmt.Sscan(rest, &kib)
-			return kib << 10
-		}
-	}
-	return 0
 }

@@ -17,67 +17,75 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(Clusters{})
+	caddy.RegisterModule(Upstreams{})
 }
 
-// Clusters is the Caddy app "ruvoy": the named upstreams apps may call
-// through env["ruvoy.upstream"]. Each cluster is a reverse_proxy handler
-// config (without "handler"), so Caddy's connection pools, TLS to the
-// upstream, load balancing, health checks and retries apply:
+// Upstreams is the Caddy app "ruvoy": the named upstreams apps may call
+// through env["ruvoy.upstream"]. Each is a reverse_proxy handler config
+// (without "handler"), so Caddy's connection pools, TLS to the upstream,
+// load balancing, health checks and retries apply:
 //
-//	{"apps": {"ruvoy": {"clusters": {
+//	{"apps": {"ruvoy": {"upstreams": {
 //	  "users": {"upstreams": [{"dial": "10.0.0.7:8080"}, {"dial": "10.0.0.8:8080"}],
 //	            "health_checks": {"active": {"uri": "/health"}}}
 //	}}}}
-type Clusters struct {
+type Upstreams struct {
+	Upstreams map[string]json.RawMessage `json:"upstreams,omitempty"`
+	// Clusters is what Upstreams was called before, still read (and
+	// warned of).
 	Clusters map[string]json.RawMessage `json:"clusters,omitempty"`
 
 	handlers map[string]*reverseproxy.Handler
 }
 
 // CaddyModule returns the Caddy module information.
-func (Clusters) CaddyModule() caddy.ModuleInfo {
+func (Upstreams) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "ruvoy",
-		New: func() caddy.Module { return new(Clusters) },
+		New: func() caddy.Module { return new(Upstreams) },
 	}
 }
 
-// Provision loads every cluster's reverse proxy.
-func (c *Clusters) Provision(ctx caddy.Context) error {
+// Provision loads every upstream's reverse proxy.
+func (c *Upstreams) Provision(ctx caddy.Context) error {
 	c.handlers = map[string]*reverseproxy.Handler{}
-	for name, raw := range c.Clusters {
-		if name == "" || strings.ContainsAny(name, ", ") {
-			return fmt.Errorf("ruvoy: cluster name %q: no commas or spaces", name)
+	if len(c.Clusters) > 0 {
+		ctx.Logger().Warn(`ruvoy: the "ruvoy" app's "clusters" is deprecated: it is now "upstreams" (ruvoy_upstream in a Caddyfile)`)
+	}
+	for _, set := range []map[string]json.RawMessage{c.Clusters, c.Upstreams} {
+		for name, raw := range set {
+			if name == "" || strings.ContainsAny(name, ", ") {
+				return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
+			}
+			mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+			if err != nil {
+				return fmt.Errorf("ruvoy: upstream %s: %w", name, err)
+			}
+			c.handlers[name] = mod.(*reverseproxy.Handler)
 		}
-		mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
-		if err != nil {
-			return fmt.Errorf("ruvoy: cluster %s: %w", name, err)
-		}
-		c.handlers[name] = mod.(*reverseproxy.Handler)
 	}
 	return nil
 }
 
 // Start is part of caddy.App; the proxies need no starting.
-func (c *Clusters) Start() error { return nil }
+func (c *Upstreams) Start() error { return nil }
 
 // Stop is part of caddy.App.
-func (c *Clusters) Stop() error { return nil }
+func (c *Upstreams) Stop() error { return nil }
 
-// Call sends one call through the cluster's reverse proxy and buffers the
-// answer (ruvoy.Upstream).
-func (c *Clusters) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
-	h := c.handlers[call.Cluster]
+// Call sends one call through the upstream's reverse proxy and buffers
+// the answer (ruvoy.Upstream).
+func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
+	h := c.handlers[call.Upstream]
 	if h == nil {
-		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no cluster named %q is defined", call.Cluster)}
+		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no upstream named %q is defined", call.Upstream)}
 	}
-	req, err := http.NewRequestWithContext(ctx, call.Method, "http://"+call.Cluster+call.Path, bytes.NewReader(call.Body))
+	req, err := http.NewRequestWithContext(ctx, call.Method, "http://"+call.Upstream+call.Path, bytes.NewReader(call.Body))
 	if err != nil {
 		return nil, &ruvoy.UpstreamError{Msg: err.Error()}
 	}
 	req.Header = call.Header
-	req.Host = call.Cluster
+	req.Host = call.Upstream
 	req.RemoteAddr = "127.0.0.1:0" // the app is the client
 	rec := &buffered{max: maxBytes, header: http.Header{}}
 	server, _ := call.Origin.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
@@ -87,7 +95,7 @@ func (c *Clusters) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes 
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), rec, server)
 	err = serve(h, rec, req)
 	if rec.tooLarge {
-		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Cluster, maxBytes)}
+		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Upstream, maxBytes)}
 	}
 	if err != nil {
 		var he caddyhttp.HandlerError
@@ -95,7 +103,7 @@ func (c *Clusters) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes 
 		case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
 			return nil, context.DeadlineExceeded
 		case errors.As(err, &he) && he.Err != nil && strings.Contains(he.Err.Error(), "no upstreams available"):
-			return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no healthy host in cluster %s", call.Cluster)}
+			return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no healthy host in upstream %s", call.Upstream)}
 		case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
 			return nil, context.DeadlineExceeded
 		case ctx.Err() != nil:
@@ -160,7 +168,7 @@ func (b *buffered) Write(p []byte) (int, error) {
 func (b *buffered) Flush() {}
 
 var (
-	_ caddy.App         = (*Clusters)(nil)
-	_ caddy.Provisioner = (*Clusters)(nil)
-	_ ruvoy.Upstream    = (*Clusters)(nil)
+	_ caddy.App         = (*Upstreams)(nil)
+	_ caddy.Provisioner = (*Upstreams)(nil)
+	_ ruvoy.Upstream    = (*Upstreams)(nil)
 )

@@ -1,4 +1,4 @@
-package ruvoy
+package frontend
 
 import (
 	"net"

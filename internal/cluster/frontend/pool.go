@@ -1,8 +1,17 @@
-package ruvoy
+// Package frontend is cluster mode's front end: it runs an app's worker
+// processes (a Pool), each the binary started again with a VM of its own
+// (internal/cluster/worker), and is the way to them. A worker joined by a
+// unix socket is a VM like this process's own to the request path: the
+// same messages cross as frames (wire.h, "Workers"; framewriter.go,
+// framereader.go), and what a worker sends is handed to the Router as the
+// dispatcher hands on a local VM's messages. The front end keeps the
+// listeners, TLS, admission, the streams and the clients' connections; a
+// request goes to the worker with the fewest requests in flight (Pick), and
+// a worker that dies, or stops reporting, is replaced (supervise, watch).
+package frontend
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,24 +24,40 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/cluster"
+	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
 
-// A pool is the worker processes one app runs in (cluster mode): each is
-// this binary started again (RunWorker) with its own VM and the app
-// loaded, joined to the front end by a unix socket that carries the same
-// messages a local VM exchanges (wire.h: "Workers"). The front end keeps
-// the listeners, TLS, admission, the streams and the client connections;
-// a request goes to the worker with the fewest requests in flight, and a
-// worker that dies is replaced.
-type pool struct {
-	rt        *Runtime
-	cfg       workerConfig
-	maxRSS    uint64
-	timeout   time.Duration            // a worker that has not reported for this long is killed
-	slots     []atomic.Pointer[worker] // the worker serving each slot; nil while one starts
+// Config is a pool's settings.
+type Config struct {
+	Workers int
+	MaxRSS  uint64        // replace a worker whose resident memory grows past it (bytes; 0: never)
+	Timeout time.Duration // a worker that has not reported for this long is killed (0: DefaultTimeout)
+	Worker  cluster.Config
+	Router  Router
+	Logger  func() *zap.Logger
+}
+
+// A Router takes what the workers send, as the dispatcher takes what this
+// process's VM sends.
+type Router interface {
+	Route(m *msg.Msg)                    // a request's message, or an upstream call
+	Log(m *msg.Msg, fields ...zap.Field) // a log entry the worker's VM made (the caller frees m)
+}
+
+// BootError is a worker whose app failed to load: Message is Ruby's error
+// and backtrace.
+type BootError struct{ Message string }
+
+func (e *BootError) Error() string { return e.Message }
+
+// A Pool is the worker processes one app runs in.
+type Pool struct {
+	cfg       Config
+	slots     []atomic.Pointer[Worker] // the worker serving each slot; nil while one starts
 	rr        atomic.Uint32
 	mu        sync.Mutex
 	closing   bool
@@ -64,32 +89,30 @@ const (
 	// long call must not win because it has fewer requests).
 	heldPenalty = 1 << 40
 	// A worker that has not reported for silentAfter (it does every
-	// statsEvery) gets new requests only when every worker is silent; one
-	// silent for the pool's timeout is killed (watch).
-	silentAfter = 4 * statsEvery
+	// cluster.StatsEvery) gets new requests only when every worker is
+	// silent; one silent for the pool's timeout is killed (watch).
+	silentAfter = 4 * cluster.StatsEvery
 	// rssEvery bounds how often a worker's memory is read: at the end of
 	// its requests, and at each look of the watch.
 	rssEvery = 10 * time.Millisecond
-	// defaultWorkerTimeout is --worker-timeout's default.
-	defaultWorkerTimeout = 30 * time.Second
+	// DefaultTimeout is --worker-timeout's default.
+	DefaultTimeout = 30 * time.Second
+	// stopWait is how long a stopped worker has to exit before it is
+	// killed: it unwinds its requests and cleans its VM up (the runtime's
+	// Shutdown: 3 s, then 5 s).
+	stopWait = 10 * time.Second
 )
 
-func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string) (*pool, error) {
-	window := rt.opts.ResponseWindow
-	if o.ResponseWindow > 0 {
-		window = int(o.ResponseWindow)
+// Start boots the pool's workers and returns once all serve, or with the
+// first error (a *BootError when the app failed to load).
+func Start(cfg Config) (*Pool, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
 	}
-	timeout := o.WorkerTimeout
-	if timeout <= 0 {
-		timeout = defaultWorkerTimeout
-	}
-	p := &pool{rt: rt, maxRSS: uint64(max(o.WorkerMaxRSS, 0)), timeout: timeout, slots: make([]atomic.Pointer[worker], o.Workers),
-		slotSt: make([]slotState, o.Workers), stopped: make(chan struct{}),
-		cfg: workerConfig{Program: rt.opts.Program, Args: rt.opts.Args, ResponseWindow: window,
-			StallWarn: time.Duration(rt.stallWarn.Load()), HoldLimit: time.Duration(rt.holdLimit.Load()),
-			Rackup: rackup, Environment: environment, Clusters: clusters}}
-	errs := make(chan error, o.Workers)
-	for i := range o.Workers {
+	p := &Pool{cfg: cfg, slots: make([]atomic.Pointer[Worker], cfg.Workers),
+		slotSt: make([]slotState, cfg.Workers), stopped: make(chan struct{})}
+	errs := make(chan error, cfg.Workers)
+	for i := range cfg.Workers {
 		go func() {
 			w, err := p.spawn(i)
 			if err == nil {
@@ -99,29 +122,27 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, clusters string)
 		}()
 	}
 	var first error
-	for range o.Workers {
+	for range cfg.Workers {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
 	}
 	if first != nil {
-		p.stop()
-		var boot *BootError
-		if errors.As(first, &boot) {
-			rt.lastBoot.Store(boot)
-		}
+		p.Stop()
 		return nil, first
 	}
-	rt.poolsMu.Lock()
-	rt.pools[p] = struct{}{}
-	rt.poolsMu.Unlock()
 	go p.watch()
-	rt.log().Info("ruvoy: workers serving", zap.String("rackup", rackup), zap.Int("workers", o.Workers))
+	p.log().Info("ruvoy: workers serving", zap.String("rackup", cfg.Worker.Rackup), zap.Int("workers", cfg.Workers))
 	return p, nil
 }
 
+func (p *Pool) log() *zap.Logger { return p.cfg.Logger() }
+
+// Rackup is the app the pool's workers run.
+func (p *Pool) Rackup() string { return p.cfg.Worker.Rackup }
+
 // spawn starts a worker for slot and returns it once its app has loaded.
-func (p *pool) spawn(slot int) (*worker, error) {
+func (p *Pool) spawn(slot int) (*Worker, error) {
 	conn, theirs, err := socketPair("ruvoy: a worker's socket")
 	if err != nil {
 		return nil, err
@@ -141,7 +162,7 @@ func (p *pool) spawn(slot int) (*worker, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
-	cmd.Env = append(os.Environ(), WorkerFDEnv+"=3") // and its urgent socket, 4
+	cmd.Env = append(os.Environ(), cluster.FDEnv+"=3") // and its urgent socket, 4
 	cmd.ExtraFiles = []*os.File{theirs, theirUrgent}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// The worker has its own copies of its ends once started: with none
@@ -154,15 +175,15 @@ func (p *pool) spawn(slot int) (*worker, error) {
 		urgent.Close()
 		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
 	}
-	w := &worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
+	w := &Worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
 		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
-	if p.maxRSS > 0 {
+	if p.cfg.MaxRSS > 0 {
 		w.statm, _ = os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/statm")
 	}
 	p.live.Add(1)
 	go w.read()
 	go w.supervise()
-	cfg := p.cfg
+	cfg := p.cfg.Worker
 	cfg.Slot = slot
 	b, _ := json.Marshal(cfg)
 	w.out.send(wire.WorkerConfig, 0, 0, 0, b)
@@ -192,14 +213,14 @@ func socketPair(what string) (*net.UnixConn, *os.File, error) {
 	return c.(*net.UnixConn), theirs, nil
 }
 
-// pick is the worker a new request goes to: the one with the fewest
+// Pick is the worker a new request goes to: the one with the fewest
 // requests in flight, a worker whose VM thread Ruby code holds last (the
-// longest held the very last); among equals, the next after the last one
-// picked. nil: none serves.
-func (p *pool) pick() *worker {
+// longest held the very last), one that has stopped reporting after that;
+// among equals, the next after the last one picked. nil: none serves.
+func (p *Pool) Pick() *Worker {
 	n := uint32(len(p.slots))
 	start := p.rr.Add(1)
-	var best *worker
+	var best *Worker
 	bestLoad := int64(-1)
 	for i := range n {
 		w := p.slots[(start+i)%n].Load()
@@ -226,9 +247,9 @@ func (p *pool) pick() *worker {
 // in the listen queue of a server whose workers accept connections.
 const workerWait = 5 * time.Second
 
-// await is a worker for a new request when none serves now: the first to
+// Await is a worker for a new request when none serves now: the first to
 // take a slot within workerWait; nil if none did, or r's client left.
-func (p *pool) await(r *http.Request) *worker {
+func (p *Pool) Await(r *http.Request) *Worker {
 	timer := time.NewTimer(workerWait)
 	defer timer.Stop()
 	for {
@@ -238,7 +259,7 @@ func (p *pool) await(r *http.Request) *worker {
 		}
 		newcomer := p.newcomer
 		p.awaitMu.Unlock()
-		if w := p.pick(); w != nil {
+		if w := p.Pick(); w != nil {
 			return w
 		}
 		select {
@@ -252,7 +273,7 @@ func (p *pool) await(r *http.Request) *worker {
 }
 
 // announce wakes the requests waiting for a worker (await).
-func (p *pool) announce() {
+func (p *Pool) announce() {
 	p.awaitMu.Lock()
 	if p.newcomer != nil {
 		close(p.newcomer)
@@ -264,7 +285,7 @@ func (p *pool) announce() {
 // exited is told by a worker's supervisor that it ended: unless the pool
 // or the worker was stopping, a new worker takes the slot, at once after
 // a worker that served a while, after a growing wait in a crash loop.
-func (p *pool) exited(w *worker) {
+func (p *Pool) exited(w *Worker) {
 	p.slots[w.slot].CompareAndSwap(w, nil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -278,13 +299,13 @@ func (p *pool) exited(w *worker) {
 	} else {
 		st.backoff = 0
 	}
-	p.rt.log().Warn("ruvoy: restarting worker", zap.Int("worker", w.slot), zap.Duration("in", st.backoff))
+	p.log().Warn("ruvoy: restarting worker", zap.Int("worker", w.slot), zap.Duration("in", st.backoff))
 	time.AfterFunc(st.backoff, func() { p.replace(w.slot) })
 }
 
 // replace starts a worker for slot; the one there, if any, drains and
 // stops once the new one serves.
-func (p *pool) replace(slot int) {
+func (p *Pool) replace(slot int) {
 	w, err := p.spawn(slot)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -292,7 +313,7 @@ func (p *pool) replace(slot int) {
 		st := &p.slotSt[slot]
 		st.backoff = min(max(2*st.backoff, firstBackoff), maxBackoff)
 		if !p.closing {
-			p.rt.log().Error("ruvoy: a new worker failed to start", zap.Int("worker", slot),
+			p.log().Error("ruvoy: a new worker failed to start", zap.Int("worker", slot),
 				zap.Duration("retry_in", st.backoff), zap.String("error", err.Error()))
 			time.AfterFunc(st.backoff, func() { p.replace(slot) })
 		}
@@ -308,15 +329,15 @@ func (p *pool) replace(slot int) {
 	p.announce()
 }
 
-// restart replaces every worker with a new one, which loads the app's
+// Restart replaces every worker with a new one, which loads the app's
 // code as it is now: all new workers boot first (a boot error leaves the
 // old ones serving and is returned), then each takes its slot's new
 // requests, and the old one stops once its requests end. The listeners
 // and connections stay as they are.
-func (p *pool) restart() error {
+func (p *Pool) Restart() error {
 	p.restartMu.Lock()
 	defer p.restartMu.Unlock()
-	fresh := make([]*worker, len(p.slots))
+	fresh := make([]*Worker, len(p.slots))
 	errs := make(chan error, len(p.slots))
 	for i := range p.slots {
 		go func() {
@@ -353,29 +374,12 @@ func (p *pool) restart() error {
 	return nil
 }
 
-// RestartWorkers restarts the workers of every app in cluster mode (see
-// pool.restart) and reports whether there were any; a boot error leaves
-// the old workers serving.
-func (rt *Runtime) RestartWorkers() (bool, error) {
-	pools := rt.poolList()
-	for _, p := range pools {
-		if err := p.restart(); err != nil {
-			var boot *BootError
-			if errors.As(err, &boot) {
-				rt.lastBoot.Store(boot)
-			}
-			return true, err
-		}
-	}
-	return len(pools) > 0, nil
-}
-
 // watch looks at the workers every second (more often under a short
 // timeout): one silent for silentAfter is picked last; one silent for the
 // pool's timeout (stopped, frozen) is killed, its requests answered 504
 // (supervise), and replaced; one grown past maxRSS is replaced.
-func (p *pool) watch() {
-	every := min(time.Second, p.timeout/4)
+func (p *Pool) watch() {
+	every := min(time.Second, p.cfg.Timeout/4)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -391,15 +395,15 @@ func (p *pool) watch() {
 				continue
 			}
 			silence := time.Duration(now - w.heard.Load())
-			w.silent.Store(silence >= min(silentAfter, p.timeout/2))
-			if silence >= p.timeout && w.timedOut.CompareAndSwap(false, true) {
-				p.rt.log().Error("ruvoy: a worker stopped reporting (stopped or frozen): killing it, its requests get 504",
+			w.silent.Store(silence >= min(silentAfter, p.cfg.Timeout/2))
+			if silence >= p.cfg.Timeout && w.timedOut.CompareAndSwap(false, true) {
+				p.log().Error("ruvoy: a worker stopped reporting (stopped or frozen): killing it, its requests get 504",
 					zap.Int("worker", i), zap.Int("pid", w.cmd.Process.Pid), zap.Duration("silent_for", silence),
 					zap.Int64("requests", w.inflight.Load()))
 				w.cmd.Process.Kill()
 				continue
 			}
-			if p.maxRSS > 0 {
+			if p.cfg.MaxRSS > 0 {
 				w.checkRSS()
 			}
 		}
@@ -412,10 +416,10 @@ func (p *pool) watch() {
 // grows an eighth past maxRSS first: then requests wait for the new one
 // (await). So a worker ends at most about a quarter over: an eighth, and
 // what its requests under way add.
-func (p *pool) overRSS(w *worker, rss uint64) {
+func (p *Pool) overRSS(w *Worker, rss uint64) {
 	if w.replacing.CompareAndSwap(false, true) {
-		p.rt.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it",
-			zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("rss_bytes", rss), zap.Uint64("max_bytes", p.maxRSS))
+		p.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it",
+			zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("rss_bytes", rss), zap.Uint64("max_bytes", p.cfg.MaxRSS))
 		go p.replace(w.slot)
 	}
 	alone := true
@@ -424,15 +428,15 @@ func (p *pool) overRSS(w *worker, rss uint64) {
 			alone = false
 		}
 	}
-	if !alone || rss > p.maxRSS+p.maxRSS/8 {
+	if !alone || rss > p.cfg.MaxRSS+p.cfg.MaxRSS/8 {
 		w.retire()
 	}
 }
 
-// stop ends the pool's workers: each finishes or unwinds its requests
-// (Runtime.Shutdown in the worker) and exits. It returns the highest exit
-// status among them, once all have exited.
-func (p *pool) stop() int {
+// Stop ends the pool's workers: each finishes or unwinds its requests
+// (the runtime's Shutdown in the worker) and exits. It returns the highest
+// exit status among them, once all have exited.
+func (p *Pool) Stop() int {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -448,9 +452,6 @@ func (p *pool) stop() int {
 		}
 	}
 	p.live.Wait()
-	p.rt.poolsMu.Lock()
-	delete(p.rt.pools, p)
-	p.rt.poolsMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maxCode(p.codes)
@@ -464,34 +465,10 @@ func maxCode(codes []int) int {
 	return m
 }
 
-// poolList is the pools of the apps not yet unloaded, at this moment.
-func (rt *Runtime) poolList() []*pool {
-	rt.poolsMu.Lock()
-	defer rt.poolsMu.Unlock()
-	pools := make([]*pool, 0, len(rt.pools))
-	for p := range rt.pools {
-		pools = append(pools, p)
+// Each calls f with each slot's number and the worker serving it (nil
+// while one starts), and the restarts of the slot so far.
+func (p *Pool) Each(f func(slot int, w *Worker, restarts int64)) {
+	for i := range p.slots {
+		f(i, p.slots[i].Load(), p.slotSt[i].restarts.Load())
 	}
-	return pools
-}
-
-// stopPools stops every pool (the process is exiting).
-func (rt *Runtime) stopPools() int {
-	pools := rt.poolList()
-	codes := make(chan int, len(pools))
-	for _, p := range pools {
-		go func() { codes <- p.stop() }()
-	}
-	code := 0
-	for range pools {
-		code = max(code, <-codes)
-	}
-	return code
-}
-
-// noWorker answers a request that found no worker serving (all of them
-// restarting).
-func noWorker(w http.ResponseWriter, r *http.Request) {
-	w.Header()["Retry-After"] = []string{"1"}
-	refuse(w, r, http.StatusServiceUnavailable)
 }
