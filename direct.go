@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/msg"
-	"github.com/ruvoy/ruvoy/internal/vm"
 
 	"go.uber.org/zap"
 )
@@ -66,13 +65,13 @@ func claimDirect(l vmLink, id uint64, hasBody, alone bool) int {
 	if _, local := l.(localVM); !local || hasBody || !alone {
 		return -1
 	}
-	return vm.DirectClaim(id)
+	return ruby.DirectClaim(id)
 }
 
 // waitDirect waits for the request's messages and routes them; false when
 // none came in time and the slot was given back.
 func (rt *Runtime) waitDirect(slot int) bool {
-	if m := vm.DirectWait(slot, directWait); m != nil {
+	if m := ruby.DirectWait(slot, directWait); m != nil {
 		rt.routeAll(m)
 		return true
 	}
@@ -87,7 +86,7 @@ func (rt *Runtime) waitDirect(slot int) bool {
 // (with Content-Length), as when the dispatcher hands both over together.
 // Later flushes do not wait: they credit a VM that may be waiting for it.
 func (rt *Runtime) pollDirect(slot int) bool {
-	if m := vm.DirectWait(slot, 0); m != nil {
+	if m := ruby.DirectWait(slot, 0); m != nil {
 		rt.routeAll(m)
 		return true
 	}
@@ -96,7 +95,7 @@ func (rt *Runtime) pollDirect(slot int) bool {
 
 // releaseDirect gives the slot back, routing what it still holds first.
 func (rt *Runtime) releaseDirect(slot int) {
-	for m := vm.DirectRelease(slot); m != nil; m = vm.DirectRelease(slot) {
+	for m := ruby.DirectRelease(slot); m != nil; m = ruby.DirectRelease(slot) {
 		rt.routeAll(m)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ruvoy/ruvoy/internal/msg"
-	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -17,10 +16,10 @@ import (
 // on the inbox's eventfd (in Go's netpoller, holding no thread) only when
 // the inbox is empty, so a busy VM costs no syscall per message.
 func (rt *Runtime) dispatch() {
-	wake := os.NewFile(uintptr(vm.InboxFD()), "ruvoy-go-inbox")
+	wake := os.NewFile(uintptr(ruby.InboxFD()), "ruvoy-go-inbox")
 	var buf [8]byte
 	for {
-		m := vm.Poll()
+		m := ruby.Poll()
 		if m == nil {
 			if _, err := wake.Read(buf[:]); err != nil {
 				rt.log().Error("ruvoy: reading the VM's wakeup descriptor failed", zap.Error(err))

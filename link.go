@@ -1,7 +1,6 @@
 package ruvoy
 
 import (
-	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
@@ -24,16 +23,16 @@ type vmLink interface {
 type localVM struct{}
 
 func (localVM) Start(stream, app uint64, head []byte) bool {
-	vm.Submit(wire.InRequest, stream, 0, app, head)
+	ruby.Submit(wire.InRequest, stream, 0, app, head)
 	return true
 }
 
 func (localVM) Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
-	vm.Submit(kind, stream, flags, aux, payload)
+	ruby.Submit(kind, stream, flags, aux, payload)
 }
 
-func (localVM) Cancel(stream uint64, flags uint32)     { vm.Cancel(stream, flags) }
-func (localVM) Interrupt(stream uint64, reason uint32) { vm.Interrupt(stream, reason) }
+func (localVM) Cancel(stream uint64, flags uint32)     { ruby.Cancel(stream, flags) }
+func (localVM) Interrupt(stream uint64, reason uint32) { ruby.Interrupt(stream, reason) }
 func (localVM) Hijacked(stream uint64, fd int, flags uint32) {
-	vm.Submit(wire.InHijacked, stream, flags, uint64(fd), nil)
+	ruby.Submit(wire.InHijacked, stream, flags, uint64(fd), nil)
 }

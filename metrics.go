@@ -7,7 +7,6 @@ import (
 
 	"github.com/ruvoy/ruvoy/internal/cluster"
 	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
-	"github.com/ruvoy/ruvoy/internal/vm"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -68,7 +67,7 @@ func (rt *Runtime) localStats() VMStats {
 	if !rt.local.Load() {
 		return VMStats{}
 	}
-	s := vm.ReadStats()
+	s := ruby.ReadStats()
 	v := VMStats{
 		Busy:           time.Duration(s.BusyNS),
 		LoopLag:        time.Duration(s.LagNS),
@@ -83,7 +82,7 @@ func (rt *Runtime) localStats() VMStats {
 		OffloadWaiting: int(int64(s.OffloadWaiting)),
 		Hijacked:       int(s.Hijacked),
 	}
-	now := vm.Now()
+	now := ruby.Now()
 	if since := s.RunningSince; since != 0 && now > since {
 		v.RunningFor = time.Duration(now - since)
 	}

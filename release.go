@@ -3,8 +3,6 @@ package ruvoy
 import (
 	"runtime/debug"
 	"time"
-
-	"github.com/ruvoy/ruvoy/internal/vm"
 )
 
 // idleRelease is how long ruvoy must see no request before it gives memory
@@ -24,14 +22,14 @@ func (rt *Runtime) releaseWhenIdle() {
 	for {
 		time.Sleep(idleRelease / 2)
 		c := &rt.counters
-		relayed, running := vm.RelayCounts() // a worker's requests (rv_relay.c)
+		relayed, running := ruby.RelayCounts() // a worker's requests (rv_relay.c)
 		seen := c.admitted.Load() + int64(relayed) + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
 		if seen != last || rt.streams.inUse() > 0 || running > 0 {
 			last, released, idleSince = seen, false, time.Now()
 			continue
 		}
 		if !released && time.Since(idleSince) >= idleRelease {
-			vm.ReleaseMemory()
+			ruby.ReleaseMemory()
 			debug.FreeOSMemory()
 			released = true
 		}

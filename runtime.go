@@ -13,7 +13,6 @@ import (
 
 	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
 	"github.com/ruvoy/ruvoy/internal/msg"
-	"github.com/ruvoy/ruvoy/internal/vm"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -94,13 +93,13 @@ func Current() *Runtime {
 func (rt *Runtime) Serving() bool { return rt.apps.Load() > 0 }
 
 // RubyVersion is the version of the libruby this binary runs.
-func RubyVersion() string { return vm.RubyVersion() }
+func RubyVersion() string { return ruby.RubyVersion() }
 
 // RubyPlatform is the platform the libruby loaded was built for.
-func RubyPlatform() string { return vm.RubyPlatform() }
+func RubyPlatform() string { return ruby.RubyPlatform() }
 
 // BuiltABI is the Ruby ABI this binary was compiled for: "3.1.0 x86_64-linux-gnu".
-func BuiltABI() string { return vm.BuiltABI() }
+func BuiltABI() string { return ruby.BuiltABI() }
 
 // Start makes the process's Runtime once and returns it. Its VM boots
 // with the first app loaded in this process (not in cluster mode, whose
@@ -139,7 +138,7 @@ func (rt *Runtime) bootLocal() error {
 	if rt.local.Load() {
 		return nil
 	}
-	err := vm.Start(vm.Config{
+	err := ruby.Start(vmConfig{
 		Program:    rt.opts.Program,
 		Args:       rt.opts.Args,
 		RubyLib:    rubyLibrary(),
@@ -150,7 +149,7 @@ func (rt *Runtime) bootLocal() error {
 		return err
 	}
 	rt.local.Store(true)
-	vm.DirectLimit(rt.directSlots())
+	ruby.DirectLimit(rt.directSlots())
 	go rt.dispatch()
 	go rt.watch()
 	go rt.releaseWhenIdle()
@@ -176,7 +175,7 @@ func (rt *Runtime) control(kind uint32, aux uint64, payload []byte) reply {
 func (rt *Runtime) controlFlags(kind, flags uint32, aux uint64, payload []byte) reply {
 	rt.controlMu.Lock()
 	defer rt.controlMu.Unlock()
-	vm.Submit(kind, 0, flags, aux, payload)
+	ruby.Submit(kind, 0, flags, aux, payload)
 	return <-rt.replies
 }
 
@@ -289,7 +288,7 @@ func (rt *Runtime) cutShort(code int) int {
 	if code == 0 {
 		rt.log().Warn("ruvoy: requests still running after the grace period: raising Ruvoy::Shutdown in them", zap.Int("requests", n))
 	}
-	vm.Interrupt(0, wire.IntrShutdown)
+	ruby.Interrupt(0, wire.IntrShutdown)
 	for deadline := time.Now().Add(unwindWait); rt.localStats().Requests > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -308,9 +307,9 @@ func (rt *Runtime) shutdown() int {
 		}
 		code = rt.cutShort(code)
 	}
-	vm.Submit(wire.InStop, 0, 0, 0, nil)
+	ruby.Submit(wire.InStop, 0, 0, 0, nil)
 	joined := make(chan int, 1)
-	go func() { joined <- vm.Join() }()
+	go func() { joined <- ruby.Join() }()
 	select {
 	case status := <-joined:
 		if status != 0 {

@@ -4,8 +4,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/vm"
-
 	"go.uber.org/zap"
 )
 
@@ -51,7 +49,7 @@ func (rt *Runtime) watch() {
 			tick = max(tick, quietLook)
 		}
 		time.Sleep(max(tick, 10*time.Millisecond))
-		s := vm.ReadStats()
+		s := ruby.ReadStats()
 		since := s.RunningSince
 		if s.AwakeSince != 0 || since != 0 {
 			lastAwake = time.Now()
@@ -59,12 +57,12 @@ func (rt *Runtime) watch() {
 		if since == 0 {
 			continue
 		}
-		now := vm.Now()
+		now := ruby.Now()
 		held := time.Duration(now - since)
 		if warn > 0 && since != reported && now > since && held > warn {
 			reported = since
 			rt.counters.stalls.Add(1)
-			vm.StallCheck(since)
+			ruby.StallCheck(since)
 		}
 		if hold > 0 && now > since && held > hold {
 			rt.exitHeld(since, held)
@@ -75,7 +73,7 @@ func (rt *Runtime) watch() {
 // exitHeld ends the process whose VM thread Ruby code has held past the
 // hold limit, once the backtrace had a chance to be logged.
 func (rt *Runtime) exitHeld(since uint64, held time.Duration) {
-	vm.StallCheck(since) // the backtrace, if Ruby reaches a safe point
+	ruby.StallCheck(since) // the backtrace, if Ruby reaches a safe point
 	time.Sleep(time.Second)
 	s := rt.localStats()
 	fields := []zap.Field{zap.Duration("held", held.Round(time.Millisecond))}

@@ -57,8 +57,8 @@ func ReadStrings(p []byte) []string {
 }
 
 // AppendLoadApp is an InLoadApp payload.
-func AppendLoadApp(b []byte, rackup, environment, clusters string) []byte {
-	return AppendString(AppendString(AppendString(b, rackup), environment), clusters)
+func AppendLoadApp(b []byte, rackup, environment, upstreams string) []byte {
+	return AppendString(AppendString(AppendString(b, rackup), environment), upstreams)
 }
 
 // ---- request heads ----
