@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/conn"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
@@ -254,7 +255,7 @@ func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo) in
 	began := time.Now()
 	timer := time.NewTimer(a.queueTimeout)
 	defer timer.Stop()
-	client := watchClient(r, c)
+	client := conn.WatchClient(r, c.plumbing())
 	for {
 		select {
 		case a.permits <- struct{}{}:
@@ -263,11 +264,11 @@ func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo) in
 		case <-timer.C:
 			a.counters.rejectedQueue.Add(1)
 			return refused
-		case <-client.fin:
-			client.finSeen()
-		case <-client.probe:
-			client.sendProbe(w)
-		case <-client.gone:
+		case <-client.Fin:
+			client.FinSeen()
+		case <-client.Probe:
+			client.SendProbe(w)
+		case <-client.Gone:
 			return left
 		}
 	}

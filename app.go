@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
+	"github.com/ruvoy/ruvoy/internal/conn"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -65,6 +66,11 @@ type AppOptions struct {
 	// finish within it fails (Caddy's write_idle_timeout). ruvoy counts and
 	// logs the responses it cut (writetimeout.go); 0: none.
 	WriteTimeout time.Duration
+	// WriteChunk is the size of the pieces the server's writer cuts a copy
+	// into so that its write timeout applies between them (Caddy's
+	// max_write_chunk); file bodies keep sendfile(2) under it
+	// (internal/conn's CopyFile). 0: none.
+	WriteChunk int64
 	// EarlyHintsHTTP1 sends the app's 103 Early Hints to HTTP/1.1
 	// clients too, not only to HTTP/2 and HTTP/3 ones (earlyhints.go).
 	EarlyHintsHTTP1 bool
@@ -184,8 +190,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	conn := connOf(r)
-	release, ok := a.admit.admit(w, r, conn, hasBody)
+	cn := connOf(r)
+	release, ok := a.admit.admit(w, r, cn, hasBody)
 	if !ok {
 		return
 	}
@@ -264,19 +270,19 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.setTimer(time.AfterFunc(t, func() { l.Interrupt(id, wire.IntrTimeout) }))
 	}
 
-	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath, rt: a.rt, link: l, id: id}
+	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath, rt: a.rt, link: l, id: id, writeChunk: a.opts.WriteChunk}
 	if hasBody {
 		rs.rc = http.NewResponseController(w)
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives
 		rs.pump = startPump(st, l, id, r.Body, a.opts.RequestWindow, a.opts.MaxBodyBytes, a.admit.body, rs.rc)
 	}
-	a.serve(r, rs, st, l, id, conn, release, direct)
+	a.serve(r, rs, st, l, id, cn, release, direct)
 }
 
 // serve writes what the VM sends until the response ends or the client
 // goes away. With a direct slot (>= 0) it first waits for the VM's messages
 // on its own thread (direct.go).
-func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uint64, conn *connInfo, release func(), direct int) {
+func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uint64, cn *connInfo, release func(), direct int) {
 	var cancel uint32  // the VM is told to give up: 0, or wire.FlagError / wire.FlagMalformed
 	closeConn := false // HTTP/1: end the connection after the response
 	defer func() {
@@ -293,7 +299,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 			// Its client left: its place goes to the next request now, and
 			// what Ruby still unwinds counts against its connection.
 			release()
-			a.rt.streams.orphan(st, conn)
+			a.rt.streams.orphan(st, cn)
 		}
 		if rs.refused == http.StatusRequestTimeout {
 			a.rt.log().Warn("ruvoy: a request body arrived too slowly (the server's read_min_rate or read_idle_timeout): answered 408",
@@ -307,7 +313,7 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 			rs.closeConnection()
 		}
 	}()
-	client := watchClient(r, conn)
+	client := conn.WatchClient(r, cn.plumbing())
 	var bodyFailed <-chan struct{}
 	if rs.pump != nil {
 		bodyFailed = rs.pump.failed
@@ -348,15 +354,15 @@ func (a *App) serve(r *http.Request, rs *responder, st *stream, l vmLink, id uin
 			select {
 			case <-st.notify:
 				continue
-			case <-client.fin:
-				client.finSeen()
+			case <-client.Fin:
+				client.FinSeen()
 				continue
-			case <-client.probe:
+			case <-client.Probe:
 				if !rs.wroteHead {
-					client.sendProbe(rs.w)
+					client.SendProbe(rs.w)
 				}
 				continue
-			case <-client.gone:
+			case <-client.Gone:
 				cancel = wire.FlagError
 				return
 			case <-bodyFailed:

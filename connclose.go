@@ -2,10 +2,10 @@ package ruvoy
 
 import (
 	"io"
-	"net"
 	"net/http"
-	"reflect"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/conn"
 )
 
 // How a handler ends the connection under a response, beyond what
@@ -22,25 +22,10 @@ import (
 // every byte the app yielded, then the cut.
 func (rs *responder) cut() {
 	_, _ = rs.flush()
-	if rs.req.ProtoMajor == 1 && rs.req.ProtoMinor == 0 && resetConnection(rs.w) {
+	if rs.req.ProtoMajor == 1 && rs.req.ProtoMinor == 0 && conn.Abort(rs.w) {
 		return
 	}
 	panic(http.ErrAbortHandler)
-}
-
-// resetConnection takes the connection from the server and closes it with
-// a TCP reset. It reports false when the connection could not be taken.
-func resetConnection(w http.ResponseWriter) bool {
-	c, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return false
-	}
-	if tcp := tcpConn(c); tcp != nil {
-		_ = tcp.SetLinger(0)
-		_ = tcp.Close() // before the wrappers: TLS would first say close_notify
-	}
-	_ = c.Close()
-	return true
 }
 
 // closeConnection ends an HTTP/1 connection after a whole response, when
@@ -66,7 +51,7 @@ func (rs *responder) closeConnection() {
 		c.Close()
 		return
 	}
-	if tcp := tcpConn(c); tcp != nil {
+	if tcp := conn.TCP(c); tcp != nil {
 		_ = tcp.CloseWrite()
 	}
 	go func() {
@@ -96,44 +81,4 @@ func (rs *responder) chunked() bool {
 		return false
 	}
 	return s >= 200 && s != http.StatusNoContent && s != http.StatusNotModified
-}
-
-// tcpConn finds the TCP connection under a server connection's wrappers.
-func tcpConn(c net.Conn) *net.TCPConn {
-	var found *net.TCPConn
-	eachConn(c, func(c net.Conn) {
-		if t, ok := c.(*net.TCPConn); ok && found == nil {
-			found = t
-		}
-	})
-	return found
-}
-
-// eachConn calls f with c and each connection c wraps, outermost first:
-// tls.Conn has NetConn, and Caddy's and ruvoy's wrappers embed the
-// connection they wrap as their field Conn.
-func eachConn(c net.Conn, f func(net.Conn)) {
-	for range 8 {
-		if c == nil {
-			return
-		}
-		f(c)
-		if t, ok := c.(interface{ NetConn() net.Conn }); ok {
-			c = t.NetConn()
-			continue
-		}
-		v := reflect.Indirect(reflect.ValueOf(c))
-		if v.Kind() != reflect.Struct {
-			return
-		}
-		field := v.FieldByName("Conn")
-		if !field.IsValid() || !field.CanInterface() {
-			return
-		}
-		inner, ok := field.Interface().(net.Conn)
-		if !ok {
-			return
-		}
-		c = inner
-	}
 }

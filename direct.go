@@ -53,7 +53,7 @@ func (a *App) arrive() bool {
 		return true
 	}
 	n := a.lone.Add(1)
-	if n == loneRun+1 && !a.rt.pumping() {
+	if n == loneRun+1 && !a.rt.pumps.Any() {
 		a.rt.procs.lone()
 	}
 	return n > loneRun

@@ -2,18 +2,15 @@ package ruvoy
 
 import (
 	"bufio"
-	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/conn"
 	"github.com/ruvoy/ruvoy/internal/wire"
-
-	"golang.org/x/sys/unix"
 )
 
 // Hijacked connections (rack.hijack, a Rack 3 upgrade; rv_hijack.c).
@@ -31,13 +28,6 @@ import (
 // connection closes; when the client half-closes the app reads EOF; a
 // stop closes the pumped ones (Runtime.Shutdown) and the process's exit
 // the others.
-
-// handover is what a listener wrapper that reads ahead (the HTTP/1 guard)
-// does when its connection is hijacked: it stops reading HTTP and gives
-// back the bytes it holds, which are the app's.
-type handover interface {
-	Hijacked() []byte
-}
 
 // takeConnection hijacks rs's connection for the app. It writes head
 // first (partial hijack or an upgrade; nil for a full hijack), and returns
@@ -60,75 +50,56 @@ func (rs *responder) takeConnection(head []byte, status int) (int, uint32, error
 	if !ok {
 		return -1, 0, errors.New("the server cannot hand this connection over")
 	}
-	conn, brw, err := hj.Hijack()
+	c, brw, err := hj.Hijack()
 	if err != nil {
 		return -1, 0, err
 	}
 	rs.hijacked = true
-	_ = conn.SetDeadline(time.Time{}) // the app's protocol has its own timeouts
+	_ = c.SetDeadline(time.Time{}) // the app's protocol has its own timeouts
 	var pending []byte
 	if n := brw.Reader.Buffered(); n > 0 {
 		b, _ := brw.Reader.Peek(n)
 		pending = append(pending, b...)
 	}
-	pending = append(pending, handOver(conn)...)
+	pending = append(pending, conn.HandOver(c)...)
 
 	// The descriptor first, the head after: if there is none to be had
 	// (EMFILE), nothing went out yet and the client gets 503.
-	t := tcpConn(conn)
-	direct := t != nil && !overTLS(conn) && len(pending) == 0
+	t := conn.TCP(c)
+	direct := t != nil && !conn.OverTLS(c) && len(pending) == 0
 	var fd int
-	var h *hijacked
+	var h *conn.Pump
 	if direct {
-		fd, err = copySocket(t)
+		fd, err = conn.CopySocket(t)
 	} else {
-		h, fd, err = rs.rt.newPump(conn)
+		h, fd, err = rs.rt.pumps.New(c)
 	}
 	if err != nil {
-		io.WriteString(conn, handOverFailed)
-		conn.Close()
+		io.WriteString(c, handOverFailed)
+		c.Close()
 		return -1, 0, err
 	}
 	if head != nil {
 		if err := writeRawHead(brw.Writer, head, status); err != nil {
 			syscall.Close(fd)
 			if h != nil {
-				h.close()
+				h.Close()
 			}
-			conn.Close()
+			c.Close()
 			return -1, 0, err
 		}
 	}
 	if direct {
-		conn.Close() // the socket stays open through the copy
+		c.Close() // the socket stays open through the copy
 		return fd, wire.FlagTcp, nil
 	}
-	h.run(pending)
+	h.Run(pending)
 	return fd, 0, nil
 }
 
 // handOverFailed is the answer when the connection could not be handed
 // over: the app hears why (an IOError), the client gets this.
 const handOverFailed = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 20\r\nConnection: close\r\n\r\nService Unavailable\n"
-
-// copySocket copies the client's socket's descriptor (cleartext, nothing
-// read ahead) for the app, which then reads and writes it itself: once
-// the server's connection is closed (its wrappers' counts with it), the
-// socket lives on through the copy and costs Go nothing. It stays
-// non-blocking: the flag belongs to the socket, which Go set.
-func copySocket(t *net.TCPConn) (int, error) {
-	raw, err := t.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if cerr := raw.Control(func(s uintptr) {
-		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
-	}); cerr != nil {
-		err = cerr
-	}
-	return fd, err
-}
 
 // writeRawHead writes a response head (wire.h) as HTTP/1.1, as the app
 // gave it: no framing is added, the bytes after it are the app's.
@@ -151,28 +122,4 @@ func writeRawHead(w *bufio.Writer, head []byte, status int) error {
 	}
 	w.WriteString("\r\n")
 	return w.Flush()
-}
-
-// handOver tells the wrappers of a hijacked connection that read ahead
-// to stop, and returns the bytes they held.
-func handOver(c net.Conn) []byte {
-	var held []byte
-	eachConn(c, func(c net.Conn) {
-		if h, ok := c.(handover); ok {
-			held = append(held, h.Hijacked()...)
-		}
-	})
-	return held
-}
-
-// overTLS says whether c is, or wraps, a TLS connection: tls.Conn reads
-// ahead of what it returns, so its socket's readability says nothing.
-func overTLS(c net.Conn) bool {
-	found := false
-	eachConn(c, func(c net.Conn) {
-		if _, ok := c.(*tls.Conn); ok {
-			found = true
-		}
-	})
-	return found
 }

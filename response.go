@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ruvoy/ruvoy/internal/conn"
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 )
@@ -30,6 +31,7 @@ type responder struct {
 	err          error // a write failed
 	writeErr     error // why a write to the client failed
 	sent         int64 // body bytes written
+	writeChunk   int64 // the pieces the server's writer cuts a copy into (AppOptions.WriteChunk)
 	rc           *http.ResponseController
 	status       int
 	pending      bool // a head is set up but not written yet
@@ -289,7 +291,7 @@ func (rs *responder) writeFile(p []byte, status int) error {
 	if rs.ignoreBody {
 		return nil
 	}
-	n, err := copyFile(rs.w, f, length)
+	n, err := conn.CopyFile(rs.w, f, length, rs.writeChunk)
 	rs.sent += n
 	if err != nil {
 		rs.writeErr = err

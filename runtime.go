@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
+	"github.com/ruvoy/ruvoy/internal/conn"
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
@@ -60,8 +61,7 @@ type Runtime struct {
 	holdLimit atomic.Int64 // time.Duration; see watchdog.go
 	lastBoot  atomic.Pointer[BootError]
 
-	hijackMu sync.Mutex
-	hijacks  map[*hijacked]struct{} // connections apps took (hijack.go)
+	pumps conn.Pumps // hijacked connections Go pumps (hijack.go)
 
 	poolsMu sync.Mutex
 	pools   map[*frontend.Pool]struct{} // the worker pools of apps not yet unloaded (workers.go)
@@ -126,6 +126,9 @@ func newRuntime(o Options) *Runtime {
 	}
 	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
 		pools: map[*frontend.Pool]struct{}{}, procs: newProcsByLoad(o.ProcsByLoad)}
+	// Go pumps a hijacked connection's bytes: more than a lone request's
+	// work (procs.go).
+	rt.pumps.OnPump = rt.procs.busy
 	rt.logger.Store(o.Logger)
 	rt.stallWarn.Store(int64(DefaultStallWarn))
 	return rt
@@ -256,6 +259,16 @@ func (rt *Runtime) Shutdown() int {
 		rt.exitCode = max(rt.exitCode, <-done)
 	})
 	return rt.exitCode
+}
+
+// closeHijacked closes the hijacked connections Go pumps, and says how
+// many the apps hold (the others close as the VMs stop): the server is
+// stopping.
+func (rt *Runtime) closeHijacked() {
+	n := rt.pumps.CloseAll()
+	if n = max(rt.Stats().Hijacked, n); n > 0 {
+		rt.log().Info("ruvoy: closing hijacked connections (WebSockets and the like): the server is stopping", zap.Int("connections", n))
+	}
 }
 
 // Exit statuses of a stop that did not end cleanly (docs/cli.md).

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/ruvoy/ruvoy/internal/conn"
 )
 
 // sendfileHeaders are the response headers by which an app (Rack::Sendfile,
@@ -67,7 +69,7 @@ func (rs *responder) sendfile() (bool, error) {
 		return true, nil // the request was refused in the app's place
 	}
 	rs.ignoreBody = true
-	if _, err := copyFile(rs.w, f, length); err != nil {
+	if _, err := conn.CopyFile(rs.w, f, length, rs.writeChunk); err != nil {
 		return true, errClientGone
 	}
 	return true, nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/ruvoy/ruvoy/internal/conn"
 )
 
 func init() {
@@ -55,7 +57,9 @@ func (l *numbered) Accept() (net.Conn, error) {
 	key := c.RemoteAddr().String() + "|" + c.LocalAddr().String()
 	id := lastConnID.Add(1)
 	connIDs.Store(key, id)
-	return &numberedConn{Conn: c, key: key, id: id}, nil
+	nc := &numberedConn{Conn: c, key: key, id: id}
+	conn.Register(nc)
+	return nc, nil
 }
 
 type numberedConn struct {
@@ -65,7 +69,11 @@ type numberedConn struct {
 	once sync.Once
 }
 
+// NetConn is the connection numbered (internal/conn follows it).
+func (c *numberedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *numberedConn) Close() error {
+	conn.Forget(c)
 	c.once.Do(func() { connIDs.CompareAndDelete(c.key, c.id) })
 	return c.Conn.Close()
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
+
+	"github.com/ruvoy/ruvoy/internal/conn"
 )
 
 func init() {
@@ -155,7 +157,9 @@ func (l *drainListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &drainConn{Conn: c, l: l}, nil
+	dc := &drainConn{Conn: c, l: l}
+	conn.Register(dc)
+	return dc, nil
 }
 
 func (l *drainListener) Close() error {
@@ -243,7 +247,11 @@ func (c *drainConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// NetConn is the connection the drain wraps (internal/conn follows it).
+func (c *drainConn) NetConn() net.Conn { return c.Conn }
+
 func (c *drainConn) Close() error {
+	conn.Forget(c)
 	c.done()
 	return c.Conn.Close()
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
+
+	"github.com/ruvoy/ruvoy/internal/conn"
 )
 
 func init() {
@@ -105,9 +107,13 @@ func (l *guardListener) Accept() (net.Conn, error) {
 		return c, err
 	}
 	if t, ok := c.(tlsState); ok {
-		return &tlsGuardConn{guardConn{Conn: c, listener: l, overTLS: t}}, nil
+		tc := &tlsGuardConn{guardConn{Conn: c, listener: l, overTLS: t}}
+		conn.Register(&tc.guardConn) // Caddy wraps it in a wrapper that does not say so
+		return tc, nil
 	}
-	return &guardConn{Conn: c, listener: l, framer: framer{noH2C: l.noH2C}}, nil
+	gc := &guardConn{Conn: c, listener: l, framer: framer{noH2C: l.noH2C}}
+	conn.Register(gc)
+	return gc, nil
 }
 
 // tlsGuardConn guards a TLS connection's decrypted bytes, and is one over
@@ -193,6 +199,11 @@ type guardConn struct {
 
 // NetConn is the connection the guard reads from.
 func (c *guardConn) NetConn() net.Conn { return c.Conn }
+
+func (c *guardConn) Close() error {
+	conn.Forget(c)
+	return c.Conn.Close()
+}
 
 func (c *guardConn) Read(p []byte) (int, error) {
 	if c.overTLS != nil && !c.alpnDone {

@@ -86,6 +86,9 @@ func (c *scripted) Read(p []byte) (int, error) {
 }
 
 func (c *scripted) Write(p []byte) (int, error) { return c.written.Write(p) }
+func (c *scripted) RemoteAddr() net.Addr        { return &net.TCPAddr{Port: 40000} }
+func (c *scripted) LocalAddr() net.Addr         { return &net.TCPAddr{Port: 8080} }
+func (c *scripted) Close() error                { return nil }
 
 // guarded is what Go reads through the guard from a client that sends in,
 // read in pieces of the given sizes by a reader with a 4 KiB buffer.

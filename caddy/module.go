@@ -216,6 +216,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WorkerMaxRSS:             h.WorkerMaxRSSBytes,
 		WorkerTimeout:            time.Duration(h.WorkerTimeout),
 		WriteTimeout:             serverWriteTimeout(ctx),
+		WriteChunk:               serverWriteChunk(ctx),
 		OnWorker:                 logWorker,
 		EarlyHintsHTTP1:          h.EarlyHintsHTTP1,
 	}
@@ -248,6 +249,21 @@ func serverWriteTimeout(ctx caddy.Context) time.Duration {
 	default:
 		return t
 	}
+}
+
+// serverWriteChunk is the size of the pieces the write timeout's writer
+// cuts a copy into, in the server ctx provisions a handler in (Caddy's
+// max_write_chunk, 64 KiB unless set), or 0 where the write timeout is
+// off and nothing cuts.
+func serverWriteChunk(ctx caddy.Context) int64 {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || srv == nil || srv.WriteIdleTimeout < 0 {
+		return 0
+	}
+	if srv.MaxWriteChunk > 0 {
+		return int64(srv.MaxWriteChunk)
+	}
+	return caddyhttp.DefaultMaxWriteChunk
 }
 
 // extensions turns on env["ruvoy.context"] and env["ruvoy.upstream"] as

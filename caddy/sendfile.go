@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/conn"
 )
 
 func init() {
@@ -15,12 +16,13 @@ func init() {
 
 // Sendfile lets the handlers after it send files with sendfile(2): under
 // Caddy's write idle timeout, file_server's copy of a file is otherwise
-// made through a buffer (ruvoy.SendfileWriter says why). ruvoy's --static
+// made through a buffer (internal/conn's SendfileWriter says why). ruvoy's --static
 // route puts it before file_server. It also tells the runtime of each
 // file it sends: work the app's requests do not count (ruvoy.Runtime's
 // OtherWork).
 type Sendfile struct {
-	rt *ruvoy.Runtime
+	rt    *ruvoy.Runtime
+	piece int64 // the server's write chunk (serverWriteChunk)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -31,9 +33,11 @@ func (*Sendfile) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the process's runtime, if it started.
-func (s *Sendfile) Provision(caddy.Context) error {
+// Provision finds the process's runtime, if it started, and the server's
+// write chunk.
+func (s *Sendfile) Provision(ctx caddy.Context) error {
 	s.rt = ruvoy.Current()
+	s.piece = serverWriteChunk(ctx)
 	return nil
 }
 
@@ -42,7 +46,7 @@ func (s *Sendfile) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyh
 	if s.rt != nil {
 		s.rt.OtherWork()
 	}
-	return next.ServeHTTP(ruvoy.SendfileWriter(w), r)
+	return next.ServeHTTP(conn.SendfileWriter(w, s.piece), r)
 }
 
 var (

@@ -1,4 +1,4 @@
-package ruvoy
+package conn
 
 import (
 	"errors"
@@ -6,12 +6,11 @@ import (
 	"net/http"
 	"os"
 	"syscall"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// copyFile sends length bytes of f, from its current offset, as the
-// response body, with sendfile(2) where Go can (cleartext HTTP/1).
+// CopyFile sends length bytes of f, from its current offset, as the
+// response body, with sendfile(2) where Go can (cleartext HTTP/1). piece
+// is the size of the pieces the server's writer cuts a copy into, or 0.
 //
 // Go's net package sends a file with sendfile when the reader it is given
 // is a file (a syscall.Conn), or an *io.LimitedReader of one. Caddy's write
@@ -21,8 +20,7 @@ import (
 // would copy through a buffer instead. So under that writer the body is a
 // fileBody, which offers the file to sendfile only while at least a piece
 // remains: no piece can go past length, even if the file grows meanwhile.
-func copyFile(w http.ResponseWriter, f *os.File, length int64) (int64, error) {
-	piece := writeChunk(w)
+func CopyFile(w http.ResponseWriter, f *os.File, length, piece int64) (int64, error) {
 	if piece == 0 {
 		return io.CopyN(w, f, length) // one LimitedReader: sendfile sees through it
 	}
@@ -35,24 +33,6 @@ func copyFile(w http.ResponseWriter, f *os.File, length int64) (int64, error) {
 		err = io.ErrUnexpectedEOF // the file shrank
 	}
 	return n, err
-}
-
-// writeChunk is the piece size of Caddy's IdleTimeoutWriter under w, or 0
-// when there is none.
-func writeChunk(w http.ResponseWriter) int64 {
-	for {
-		if it, ok := w.(*caddyhttp.IdleTimeoutWriter); ok {
-			if it.MaxChunk > 0 {
-				return int64(it.MaxChunk)
-			}
-			return caddyhttp.DefaultMaxWriteChunk
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return 0
-		}
-		w = u.Unwrap()
-	}
 }
 
 // fileBody reads a file up to end. sendfile moves the file's offset
@@ -93,12 +73,12 @@ func (b *fileBody) SyscallConn() (syscall.RawConn, error) {
 	return b.f.SyscallConn()
 }
 
-// SendfileWriter wraps w so that a handler copying a file through it, as
-// Caddy's file_server does (io.CopyN of an *os.File), keeps sendfile(2)
-// under Caddy's write idle timeout; it returns w itself where there is
-// nothing to keep.
-func SendfileWriter(w http.ResponseWriter) http.ResponseWriter {
-	piece := writeChunk(w)
+// SendfileWriter wraps w, whose copies the server cuts into pieces of
+// piece bytes, so that a handler copying a file through it, as Caddy's
+// file_server does (io.CopyN of an *os.File), keeps sendfile(2) under
+// Caddy's write idle timeout; it returns w itself where there is nothing
+// to keep (piece 0).
+func SendfileWriter(w http.ResponseWriter, piece int64) http.ResponseWriter {
 	if piece == 0 {
 		return w
 	}

@@ -1,4 +1,4 @@
-package ruvoy
+package conn
 
 import (
 	"errors"
@@ -7,26 +7,33 @@ import (
 	"os"
 	"sync"
 	"syscall"
-
-	"go.uber.org/zap"
 )
 
 // Pumped hijacked connections: where Go must stay between the client and
-// the app (hijack.go), the app gets one end of a socket pair and Go copies
-// bytes between the other end and the connection, one goroutine each way.
+// the app (TLS, bytes read ahead), the app gets one end of a socket pair
+// and Go copies bytes between the other end and the connection, one
+// goroutine each way.
 
-// A hijacked connection as Go pumps it.
-type hijacked struct {
-	rt     *Runtime
+// A Pump is a hijacked connection as Go pumps it.
+type Pump struct {
+	pumps  *Pumps
 	client net.Conn        // the client's connection, as the server had it
 	raw    syscall.RawConn // its socket, to wait on without a buffer; nil over TLS or a wrapper Go cannot see through
 	app    *net.UnixConn   // Go's end of the socket pair
 	once   sync.Once
 }
 
-// newPump makes a socket pair for conn: the pump (run starts it) and the
+// Pumps are the connections a server pumps, until they close.
+type Pumps struct {
+	mu  sync.Mutex
+	all map[*Pump]struct{}
+	// OnPump hears of each new one (its bytes are work no request counts).
+	OnPump func()
+}
+
+// New makes a socket pair for conn: the pump (Run starts it) and the
 // descriptor of the app's end.
-func (rt *Runtime) newPump(conn net.Conn) (*hijacked, int, error) {
+func (ps *Pumps) New(conn net.Conn) (*Pump, int, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, -1, err
@@ -44,32 +51,32 @@ func (rt *Runtime) newPump(conn net.Conn) (*hijacked, int, error) {
 		syscall.Close(fds[1])
 		return nil, -1, err
 	}
-	h := &hijacked{rt: rt, client: conn, app: c.(*net.UnixConn)}
-	if t := tcpConn(conn); t != nil && !overTLS(conn) {
+	h := &Pump{pumps: ps, client: conn, app: c.(*net.UnixConn)}
+	if t := TCP(conn); t != nil && !OverTLS(conn) {
 		h.raw, _ = t.SyscallConn()
 	}
-	rt.track(h)
+	ps.track(h)
 	return h, fds[1], nil
 }
 
-// run pumps both ways, pending first to the app.
-func (h *hijacked) run(pending []byte) {
+// Run pumps both ways, pending first to the app.
+func (h *Pump) Run(pending []byte) {
 	go func() {
 		err := h.toApp(pending)
 		if errors.Is(err, io.EOF) {
 			h.app.CloseWrite() // the client half-closed: the app reads EOF
 			return
 		}
-		h.close()
+		h.Close()
 	}()
 	go func() {
 		appRaw, _ := h.app.SyscallConn()
 		pump(h.client, h.app, appRaw)
-		h.close() // the app closed its end (or a side failed)
+		h.Close() // the app closed its end (or a side failed)
 	}()
 }
 
-func (h *hijacked) toApp(pending []byte) error {
+func (h *Pump) toApp(pending []byte) error {
 	if len(pending) > 0 {
 		if _, err := h.app.Write(pending); err != nil {
 			return err
@@ -78,12 +85,12 @@ func (h *hijacked) toApp(pending []byte) error {
 	return pump(h.app, h.client, h.raw)
 }
 
-// close ends the connection and the app's end, once.
-func (h *hijacked) close() {
+// Close ends the connection and the app's end, once.
+func (h *Pump) Close() {
 	h.once.Do(func() {
 		h.client.Close()
 		h.app.Close()
-		h.rt.untrack(h)
+		h.pumps.untrack(h)
 	})
 }
 
@@ -123,44 +130,42 @@ func waitReadable(raw syscall.RawConn) error {
 	})
 }
 
-// track counts a hijacked connection until it closes.
-func (rt *Runtime) track(h *hijacked) {
-	rt.hijackMu.Lock()
-	if rt.hijacks == nil {
-		rt.hijacks = map[*hijacked]struct{}{}
+func (ps *Pumps) track(h *Pump) {
+	ps.mu.Lock()
+	if ps.all == nil {
+		ps.all = map[*Pump]struct{}{}
 	}
-	rt.hijacks[h] = struct{}{}
-	rt.hijackMu.Unlock()
-	rt.procs.busy() // Go pumps its bytes: more than one lone request's work
+	ps.all[h] = struct{}{}
+	ps.mu.Unlock()
+	if ps.OnPump != nil {
+		ps.OnPump()
+	}
 }
 
-// pumping says whether Go pumps any hijacked connection's bytes.
-func (rt *Runtime) pumping() bool {
-	rt.hijackMu.Lock()
-	defer rt.hijackMu.Unlock()
-	return len(rt.hijacks) > 0
+func (ps *Pumps) untrack(h *Pump) {
+	ps.mu.Lock()
+	delete(ps.all, h)
+	ps.mu.Unlock()
 }
 
-func (rt *Runtime) untrack(h *hijacked) {
-	rt.hijackMu.Lock()
-	delete(rt.hijacks, h)
-	rt.hijackMu.Unlock()
+// Any says whether Go pumps any hijacked connection's bytes.
+func (ps *Pumps) Any() bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.all) > 0
 }
 
-// closeHijacked closes the hijacked connections Go pumps, and says how
-// many the apps hold (the others close as the VMs stop): the server is
-// stopping.
-func (rt *Runtime) closeHijacked() {
-	rt.hijackMu.Lock()
-	all := make([]*hijacked, 0, len(rt.hijacks))
-	for h := range rt.hijacks {
+// CloseAll closes every pumped connection (the server is stopping) and
+// says how many there were.
+func (ps *Pumps) CloseAll() int {
+	ps.mu.Lock()
+	all := make([]*Pump, 0, len(ps.all))
+	for h := range ps.all {
 		all = append(all, h)
 	}
-	rt.hijackMu.Unlock()
-	if n := max(rt.Stats().Hijacked, len(all)); n > 0 {
-		rt.log().Info("ruvoy: closing hijacked connections (WebSockets and the like): the server is stopping", zap.Int("connections", n))
-	}
+	ps.mu.Unlock()
 	for _, h := range all {
-		h.close()
+		h.Close()
 	}
+	return len(all)
 }
