@@ -46,7 +46,7 @@ func (a *App) arrive() bool {
 		if a.lone.Load() != 0 { // no store per request under load
 			a.lone.Store(0)
 		}
-		a.rt.procs.busy()
+		a.rt.procs.Busy()
 		return false
 	}
 	if a.lone.Load() > loneRun {
@@ -54,7 +54,7 @@ func (a *App) arrive() bool {
 	}
 	n := a.lone.Add(1)
 	if n == loneRun+1 && !a.rt.pumps.Any() {
-		a.rt.procs.lone()
+		a.rt.procs.Lone()
 	}
 	return n > loneRun
 }

@@ -121,7 +121,7 @@ var (
 		{desc("go_processors", "Go's processors (GOMAXPROCS): 1 while requests come one at a time, when they follow the load (RUVOY_PROCS_BY_LOAD)."), prometheus.GaugeValue,
 			func(*Runtime, *VMStats) float64 { return float64(runtime.GOMAXPROCS(0)) }},
 		{desc("go_processors_changes_total", "Times Go's processors were lowered to 1 or given back as the load changed."), prometheus.CounterValue,
-			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.procs.changes.Load()) }},
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.procs.Changes()) }},
 		{desc("requests_in_flight", "Requests holding a place in Ruby (their client may have left)."), prometheus.GaugeValue,
 			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.streams.inUse()) }},
 		{desc("requests_orphaned", "Requests whose client left (reset, closed) while Ruby still unwinds them; they hold no place."), prometheus.GaugeValue,

@@ -14,6 +14,7 @@ import (
 	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
 	"github.com/ruvoy/ruvoy/internal/conn"
 	"github.com/ruvoy/ruvoy/internal/msg"
+	"github.com/ruvoy/ruvoy/internal/tuning"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -32,7 +33,8 @@ type Options struct {
 	ResponseWindow int      // response bytes in flight per request (default 256 KiB)
 	Logger         *zap.Logger
 	// ProcsByLoad lowers GOMAXPROCS to 1 while requests come one at a
-	// time (procs.go); RUVOY_PROCS_BY_LOAD=1 or 0 overrides it.
+	// time (internal/tuning's Procs); RUVOY_PROCS_BY_LOAD=1 or 0
+	// overrides it.
 	ProcsByLoad bool
 }
 
@@ -55,10 +57,9 @@ type Runtime struct {
 	exitCode  int
 	counters  counters
 	writeCuts writeCuts // responses cut for the write timeout (writetimeout.go)
-	procs     *procsByLoad
+	procs     *tuning.Procs
+	watch     tuning.Watch // the stall detector
 	apps      atomic.Int64 // apps loaded and not closed
-	stallWarn atomic.Int64 // time.Duration; see watchdog.go
-	holdLimit atomic.Int64 // time.Duration; see watchdog.go
 	lastBoot  atomic.Pointer[BootError]
 
 	pumps conn.Pumps // hijacked connections Go pumps (hijack.go)
@@ -125,12 +126,15 @@ func newRuntime(o Options) *Runtime {
 		o.Logger = zap.NewNop()
 	}
 	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
-		pools: map[*frontend.Pool]struct{}{}, procs: newProcsByLoad(o.ProcsByLoad)}
+		pools: map[*frontend.Pool]struct{}{}, procs: tuning.NewProcs(o.ProcsByLoad)}
 	// Go pumps a hijacked connection's bytes: more than a lone request's
-	// work (procs.go).
-	rt.pumps.OnPump = rt.procs.busy
+	// work (internal/tuning's Procs).
+	rt.pumps.OnPump = rt.procs.Busy
+	rt.watch.VM = heldWatch{}
+	rt.watch.OnStall = func() { rt.counters.stalls.Add(1) }
+	rt.watch.OnLimit = rt.exitHeld
 	rt.logger.Store(o.Logger)
-	rt.stallWarn.Store(int64(DefaultStallWarn))
+	rt.watch.Warn.Store(int64(tuning.DefaultStallWarn))
 	return rt
 }
 
@@ -154,8 +158,8 @@ func (rt *Runtime) bootLocal() error {
 	rt.local.Store(true)
 	ruby.DirectLimit(rt.directSlots())
 	go rt.dispatch()
-	go rt.watch()
-	go rt.releaseWhenIdle()
+	go rt.watch.Run()
+	go tuning.ReleaseWhenIdle(rt.activity, ruby.ReleaseMemory)
 	return nil
 }
 

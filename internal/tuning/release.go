@@ -1,4 +1,4 @@
-package ruvoy
+package tuning
 
 import (
 	"runtime/debug"
@@ -9,27 +9,27 @@ import (
 // back.
 const idleRelease = 2 * time.Second
 
-// releaseWhenIdle gives the kernel back the memory a burst left free, once
+// ReleaseWhenIdle gives the kernel back the memory a burst left free, once
 // the server has had no request for idleRelease: malloc keeps freed pages
 // in its arenas (up to 8 MiB each, rv_malloc.c) and Go keeps its heap until
 // a later collection, so after a body overload or a run of large responses
 // RSS would stay near its peak. Once per idle spell: a collection and a
-// trim cost a few milliseconds, and no request waits for them.
-func (rt *Runtime) releaseWhenIdle() {
+// trim cost a few milliseconds, and no request waits for them. activity
+// counts the requests seen so far and says whether any is under way;
+// trim gives back malloc's free memory. It never returns.
+func ReleaseWhenIdle(activity func() (seen int64, busy bool), trim func()) {
 	last := int64(-1)
 	released := true
 	var idleSince time.Time
 	for {
 		time.Sleep(idleRelease / 2)
-		c := &rt.counters
-		relayed, running := ruby.RelayCounts() // a worker's requests (rv_relay.c)
-		seen := c.admitted.Load() + int64(relayed) + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
-		if seen != last || rt.streams.inUse() > 0 || running > 0 {
+		seen, busy := activity()
+		if seen != last || busy {
 			last, released, idleSince = seen, false, time.Now()
 			continue
 		}
 		if !released && time.Since(idleSince) >= idleRelease {
-			ruby.ReleaseMemory()
+			trim()
 			debug.FreeOSMemory()
 			released = true
 		}

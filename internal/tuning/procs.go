@@ -1,4 +1,8 @@
-package ruvoy
+// Package tuning is what the runtime does to the process around the
+// requests: Go's processors lowered while requests come one at a time
+// (procs.go), memory given back once idle (release.go), and the watch on
+// the VM thread that names Ruby code holding it (watch.go).
+package tuning
 
 import (
 	"os"
@@ -7,14 +11,13 @@ import (
 	"sync/atomic"
 )
 
-// ProcsByLoadEnv overrides Options.ProcsByLoad: "1" on, "0" off. ruvoy's
-// command line turns it on for the server it builds; under a config of
-// one's own it is off unless set. A GOMAXPROCS in the environment turns
-// it off.
+// ProcsByLoadEnv overrides NewProcs' on: "1" on, "0" off. ruvoy's command
+// line turns it on for the server it builds; under a config of one's own
+// it is off unless set. A GOMAXPROCS in the environment turns it off.
 const ProcsByLoadEnv = "RUVOY_PROCS_BY_LOAD"
 
-// procsByLoad lowers GOMAXPROCS to 1 while requests come one at a time
-// (App.arrive's lone run) and gives back what it was as soon as a request
+// Procs lowers GOMAXPROCS to 1 while requests come one at a time
+// (the runtime's lone run: Lone) and gives back what it was as soon as a request
 // finds another in flight. With more processors, every goroutine made
 // ready has Go's scheduler wake an idle processor's thread to look for
 // work that a lone request never has, and on this machine each such
@@ -25,15 +28,17 @@ const ProcsByLoadEnv = "RUVOY_PROCS_BY_LOAD"
 // the processors back: a file --static sends (OtherWork), and Go pumping
 // hijacked connections (TLS or HTTP/2 WebSockets), whose bytes are work
 // no request counts; while any is pumped a lone run does not lower them.
-type procsByLoad struct {
+type Procs struct {
 	full    int          // GOMAXPROCS to give back; 0: off
 	low     atomic.Bool  // GOMAXPROCS is 1
 	changes atomic.Int64 // how often it changed (a metric)
 	mu      sync.Mutex   // orders the changes (each stops the world briefly)
 }
 
-func newProcsByLoad(on bool) *procsByLoad {
-	p := &procsByLoad{}
+// NewProcs makes the processors' tuning, on or off (ProcsByLoadEnv has
+// the last word).
+func NewProcs(on bool) *Procs {
+	p := &Procs{}
 	switch os.Getenv(ProcsByLoadEnv) {
 	case "1":
 		on = true
@@ -48,8 +53,8 @@ func newProcsByLoad(on bool) *procsByLoad {
 	return p
 }
 
-// lone is told that a lone run began.
-func (p *procsByLoad) lone() {
+// Lone is told that a lone run began.
+func (p *Procs) Lone() {
 	if p.full == 0 || p.low.Load() {
 		return
 	}
@@ -62,9 +67,10 @@ func (p *procsByLoad) lone() {
 	p.mu.Unlock()
 }
 
-// busy is told of every request that found another in flight: a load
-// check per request under load, a change only when the run just ended.
-func (p *procsByLoad) busy() {
+// Busy is told of every request that found another in flight, and of
+// other work: a load check per request under load, a change only when the
+// run just ended.
+func (p *Procs) Busy() {
 	if !p.low.Load() {
 		return
 	}
@@ -77,7 +83,5 @@ func (p *procsByLoad) busy() {
 	p.mu.Unlock()
 }
 
-// OtherWork says that the server does work the app's requests do not
-// count (a file --static sends): Go's processors go back to all, and stay
-// until the app's requests come one at a time again after an overlap.
-func (rt *Runtime) OtherWork() { rt.procs.busy() }
+// Changes is how often the processors changed (a metric).
+func (p *Procs) Changes() int64 { return p.changes.Load() }
