@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/testserver"
 )
 
 type sample struct {
@@ -223,21 +224,13 @@ func stop(cmd *exec.Cmd) {
 }
 
 func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testserver.FreePort()
 	check(err)
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return port
 }
 
 func waitListening(addr string) bool {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+	return testserver.WaitListening(addr, 30*time.Second, nil) == nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -23,18 +23,18 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/testserver"
 )
 
 var (
@@ -144,12 +144,10 @@ func canarySeen(client *http.Client, target, id string) (bool, error) {
 
 // startServer runs the binary on a free port with fuzz/app.ru.
 func startServer(binary string) (*exec.Cmd, string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testserver.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
 	binary, _ = filepath.Abs(binary)
 	rackup, _ := filepath.Abs(filepath.Join("fuzz", "app.ru"))
 	cmd := exec.Command(binary, "-p", port, "-e", "production", rackup)
@@ -158,12 +156,9 @@ func startServer(binary string) (*exec.Cmd, string, error) {
 		return nil, "", err
 	}
 	target := "127.0.0.1:" + port
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", target); err == nil {
-			c.Close()
-			return cmd, target, nil
-		}
+	if err := testserver.WaitListening(target, 60*time.Second, nil); err != nil {
+		cmd.Process.Kill()
+		return nil, "", fmt.Errorf("%s: %v", binary, err)
 	}
-	cmd.Process.Kill()
-	return nil, "", fmt.Errorf("%s did not listen on %s within 60 s", binary, target)
+	return cmd, target, nil
 }

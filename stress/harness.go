@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/testserver"
 )
 
 // Limits the server runs with: small enough to overload on purpose.
@@ -31,12 +32,11 @@ type harness struct {
 }
 
 func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testserver.FreePort()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return port
 }
 
 // startHarness writes a Caddy config with two servers (the one under
@@ -96,16 +96,9 @@ func startHarness(root, binary string) (*harness, error) {
 	if err := h.cmd.Start(); err != nil {
 		return nil, err
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+controlPort); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			h.stop()
-			return nil, fmt.Errorf("ruvoy did not start; its log: %s", h.logPath)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testserver.WaitListening("127.0.0.1:"+controlPort, 60*time.Second, nil); err != nil {
+		h.stop()
+		return nil, fmt.Errorf("ruvoy did not start (%v); its log: %s", err, h.logPath)
 	}
 	fmt.Printf("ruvoy pid %d, main %s (max_requests %d, body budget %d MiB), control %s; log %s\n",
 		h.cmd.Process.Pid, h.main, maxRequests, bodyBudget>>20, h.control, h.logPath)

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ruvoy/ruvoy/internal/testserver"
 )
 
 func binary(t testing.TB) string {
@@ -67,12 +69,11 @@ type server struct {
 }
 
 func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return port
 }
 
 // start runs `ruvoy -p PORT args...` and waits until it accepts
@@ -174,26 +175,13 @@ func runCaddyfile(t *testing.T, port, text string) (*server, string) {
 
 func (s *server) waitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			t.Fatalf("ruvoy exited before listening: %v\nstdout:\n%s\nstderr:\n%s", s.err, s.stdout, s.stderr)
-		default:
-		}
-		if c, err := net.Dial("tcp", s.addr); err == nil {
-			// A dial to a port nobody listens on yet can connect to
-			// itself (TCP simultaneous open, when the kernel picks the
-			// port as the dial's own): that is not the server.
-			self := c.LocalAddr().String() == c.RemoteAddr().String()
-			c.Close()
-			if !self {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	switch err := testserver.WaitListening(s.addr, 60*time.Second, s.done); err {
+	case nil:
+	case testserver.ErrExited:
+		t.Fatalf("ruvoy exited before listening: %v\nstdout:\n%s\nstderr:\n%s", s.err, s.stdout, s.stderr)
+	default:
+		t.Fatalf("ruvoy: %v", err)
 	}
-	t.Fatalf("ruvoy did not listen on %s within 60s", s.addr)
 }
 
 // stop sends SIGTERM and returns the exit code (-1: killed by a signal).

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+
+	"github.com/ruvoy/ruvoy/internal/testserver"
 )
 
 // A server under test, started in root (the checkout) on port. start
@@ -54,8 +54,7 @@ func serverByName(name string) (server, bool) {
 }
 
 func freePort() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testserver.FreePort()
 	check(err)
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return port
 }
