@@ -31,7 +31,7 @@ type counters struct {
 	connQueued                                           atomic.Int64 // waiting for a place of their own connection
 	bodyHeld                                             atomic.Int64
 	orphans                                              atomic.Int64
-	stalls                                               atomic.Int64
+	holds                                                atomic.Int64 // the VM thread held past the hold warning
 	direct                                               atomic.Int64 // requests whose handler waited on its own thread
 }
 

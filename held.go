@@ -7,26 +7,26 @@ import (
 	"go.uber.org/zap"
 )
 
-// Ruby code holding the VM thread: the stall detector (internal/tuning's
+// Ruby code holding the VM thread: the hold detector (internal/tuning's
 // Watch) watches this process's VM; its settings are the runtime's.
 
-// SetStallWarn sets how long Ruby code may hold the VM thread before the
-// stall detector names it (0 turns the detector off).
-func (rt *Runtime) SetStallWarn(d time.Duration) { rt.watch.Warn.Store(int64(d)) }
+// SetHoldWarn sets how long Ruby code may hold the VM thread before the
+// hold detector names it (0 turns the detector off).
+func (rt *Runtime) SetHoldWarn(d time.Duration) { rt.watch.Warn.Store(int64(d)) }
 
 // SetHoldLimit sets how long Ruby code may hold the VM thread before the
 // process exits (0: never).
 func (rt *Runtime) SetHoldLimit(d time.Duration) { rt.watch.Limit.Store(int64(d)) }
 
-// heldWatch is the VM as the stall detector reads it.
+// heldWatch is the VM as the hold detector reads it.
 type heldWatch struct{}
 
 func (heldWatch) Held() (since, awake uint64) {
 	s := ruby.ReadStats()
-	return s.RunningSince, s.AwakeSince
+	return s.HeldSince, s.AwakeSince
 }
 func (heldWatch) Now() uint64             { return ruby.Now() }
-func (heldWatch) StallCheck(since uint64) { ruby.StallCheck(since) }
+func (heldWatch) HoldReport(since uint64) { ruby.HoldReport(since) }
 
 // exitHeld ends the process whose VM thread Ruby code has held past the
 // hold limit, once the backtrace had a chance to be logged.
@@ -34,7 +34,7 @@ func (rt *Runtime) exitHeld(since uint64, held time.Duration) {
 	time.Sleep(time.Second)
 	s := rt.localStats()
 	fields := []zap.Field{zap.Duration("held", held.Round(time.Millisecond))}
-	if method, path, ok := rt.streams.describe(s.RunningStream); ok {
+	if method, path, ok := rt.streams.describe(s.HeldStream); ok {
 		fields = append(fields, zap.String("method", method), zap.String("path", path))
 	}
 	rt.log().Error("ruvoy: Ruby code has held the VM thread past the hold limit: exiting so that a fresh process can serve", fields...)

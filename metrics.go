@@ -15,8 +15,8 @@ import (
 type VMStats struct {
 	Busy           time.Duration // time spent outside the event loop's wait, to now
 	LoopLag        time.Duration // lateness of the loop's 250 ms tick, or how long it has been held
-	RunningFor     time.Duration // how long Ruby code has held the thread; 0 if the loop has it
-	RunningStream  uint64        // the request whose fiber runs, if any
+	HeldFor        time.Duration // how long Ruby code has held the thread; 0 if the loop has it
+	HeldStream     uint64        // the request whose fiber runs, if any
 	Requests       int           // request fibers alive
 	Fibers         int           // other fibers the scheduler runs
 	ResponseBytes  int64         // response bytes sent to Go, not yet written to clients
@@ -30,7 +30,7 @@ type VMStats struct {
 
 // Stats reads the figures of the process's VM, and of its workers as they
 // last reported them (cluster mode): counts and times add up, LoopLag is
-// the worst; RunningFor is the shortest hold among the VMs, since the
+// the worst; HeldFor is the shortest hold among the VMs, since the
 // server is held only while every one of them is.
 func (rt *Runtime) Stats() VMStats {
 	var v VMStats
@@ -44,8 +44,8 @@ func (rt *Runtime) Stats() VMStats {
 		} else {
 			v.Busy += s.Busy
 			v.LoopLag = max(v.LoopLag, s.LoopLag)
-			if s.RunningFor < v.RunningFor {
-				v.RunningFor, v.RunningStream = s.RunningFor, s.RunningStream
+			if s.HeldFor < v.HeldFor {
+				v.HeldFor, v.HeldStream = s.HeldFor, s.HeldStream
 			}
 			v.Requests += s.Requests
 			v.Fibers += s.Fibers
@@ -71,7 +71,7 @@ func (rt *Runtime) localStats() VMStats {
 	v := VMStats{
 		Busy:           time.Duration(s.BusyNS),
 		LoopLag:        time.Duration(s.LagNS),
-		RunningStream:  s.RunningStream,
+		HeldStream:     s.HeldStream,
 		Requests:       int(s.Requests),
 		Fibers:         int(s.Fibers),
 		ResponseBytes:  int64(s.ResponseBytes),
@@ -83,8 +83,8 @@ func (rt *Runtime) localStats() VMStats {
 		Hijacked:       int(s.Hijacked),
 	}
 	now := ruby.Now()
-	if since := s.RunningSince; since != 0 && now > since {
-		v.RunningFor = time.Duration(now - since)
+	if since := s.HeldSince; since != 0 && now > since {
+		v.HeldFor = time.Duration(now - since)
 	}
 	// While Ruby code holds the thread the loop neither ticks nor sleeps:
 	// the figures it would have made are made here, so that the gauges
@@ -92,7 +92,7 @@ func (rt *Runtime) localStats() VMStats {
 	if since := s.AwakeSince; since != 0 && now > since {
 		v.Busy += time.Duration(now - since)
 	}
-	v.LoopLag = max(v.LoopLag, v.RunningFor)
+	v.LoopLag = max(v.LoopLag, v.HeldFor)
 	return v
 }
 
@@ -144,14 +144,11 @@ var (
 			func(_ *Runtime, s *VMStats) float64 { return s.Busy.Seconds() }},
 		{desc("vm_loop_lag_seconds", "How late the event loop's last periodic tick ran, or how long Ruby code has held the VM thread while it does."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return s.LoopLag.Seconds() }},
-		{desc("vm_stalls_total", "Times the VM thread was held longer than the stall threshold."), prometheus.CounterValue,
-			func(rt *Runtime, _ *VMStats) float64 {
-				n := rt.counters.stalls.Load()
-				for _, w := range rt.workerStats() {
-					n += w.Stalls
-				}
-				return float64(n)
-			}},
+		{desc("vm_holds_total", "Times Ruby code held the VM thread past the hold warning (--hold-warn)."), prometheus.CounterValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.holds()) }},
+		// Its name before; kept for a release (docs/overload.md).
+		{desc("vm_stalls_total", "Deprecated: ruvoy_vm_holds_total, under its former name."), prometheus.CounterValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.holds()) }},
 		{desc("fibers_requests", "Request fibers alive."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return float64(s.Requests) }},
 		{desc("fibers_scheduled", "Fibers started with Fiber.schedule, alive."), prometheus.GaugeValue,
@@ -244,9 +241,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	rt.collectWorkers(ch)
 }
 
+// holds is how often Ruby code held a VM thread past the hold warning:
+// this process's, and its workers' as they last reported.
+func (rt *Runtime) holds() int64 {
+	n := rt.counters.holds.Load()
+	for _, w := range rt.workerStats() {
+		n += w.Holds
+	}
+	return n
+}
+
 // fromWorker is a worker's VM figures, as it reported them.
 func fromWorker(s cluster.Stats) VMStats {
-	return VMStats{Busy: s.Busy, LoopLag: s.LoopLag, RunningFor: s.RunningFor, RunningStream: s.RunningStream,
+	return VMStats{Busy: s.Busy, LoopLag: s.LoopLag, HeldFor: s.HeldFor, HeldStream: s.HeldStream,
 		Requests: s.Requests, Fibers: s.Fibers, ResponseBytes: s.ResponseBytes,
 		GCCount: s.GCCount, GCTime: s.GCTime, HeapLiveSlots: s.HeapLiveSlots,
 		OffloadBusy: s.OffloadBusy, OffloadWaiting: s.OffloadWaiting, Hijacked: s.Hijacked}

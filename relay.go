@@ -40,5 +40,6 @@ func (rt *Runtime) Relay(app uint64, fd int, early []byte) (string, bool) {
 // need not wait for the frames it read before the stop.
 func (rt *Runtime) RelayEnded() { close(rt.relayDone) }
 
-// Stalls is how often the stall detector found the VM thread held.
-func (rt *Runtime) Stalls() int64 { return rt.counters.stalls.Load() }
+// Holds is how often the hold detector found the VM thread held past the
+// hold warning.
+func (rt *Runtime) Holds() int64 { return rt.counters.holds.Load() }

@@ -34,7 +34,7 @@ func (cruby) DirectWait(slot int, timeout time.Duration) *msg.Msg {
 func (cruby) DirectRelease(slot int) *msg.Msg { return vm.DirectRelease(slot) }
 func (cruby) ReadStats() vmReading            { return vmReading(vm.ReadStats()) }
 func (cruby) Now() uint64                     { return vm.Now() }
-func (cruby) StallCheck(since uint64)         { vm.StallCheck(since) }
+func (cruby) HoldReport(since uint64)         { vm.HoldReport(since) }
 func (cruby) RelayCounts() (uint64, int64)    { return vm.RelayCounts() }
 func (cruby) ReleaseMemory()                  { vm.ReleaseMemory() }
 func (cruby) Join() int                       { return vm.Join() }

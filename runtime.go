@@ -58,7 +58,7 @@ type Runtime struct {
 	counters  counters
 	writeCuts writeCuts // responses cut for the write timeout (writetimeout.go)
 	procs     *tuning.Procs
-	watch     tuning.Watch // the stall detector
+	watch     tuning.Watch // the hold detector
 	apps      atomic.Int64 // apps loaded and not closed
 	lastBoot  atomic.Pointer[BootError]
 
@@ -131,10 +131,10 @@ func newRuntime(o Options) *Runtime {
 	// work (internal/tuning's Procs).
 	rt.pumps.OnPump = rt.procs.Busy
 	rt.watch.VM = heldWatch{}
-	rt.watch.OnStall = func() { rt.counters.stalls.Add(1) }
+	rt.watch.OnHold = func() { rt.counters.holds.Add(1) }
 	rt.watch.OnLimit = rt.exitHeld
 	rt.logger.Store(o.Logger)
-	rt.watch.Warn.Store(int64(tuning.DefaultStallWarn))
+	rt.watch.Warn.Store(int64(tuning.DefaultHoldWarn))
 	return rt
 }
 
@@ -336,8 +336,8 @@ func (rt *Runtime) shutdown() int {
 	case <-time.After(cleanupWait):
 	}
 	s := rt.localStats()
-	fields := []zap.Field{zap.Duration("held", s.RunningFor.Round(time.Millisecond))}
-	if method, path, ok := rt.streams.describe(s.RunningStream); ok {
+	fields := []zap.Field{zap.Duration("held", s.HeldFor.Round(time.Millisecond))}
+	if method, path, ok := rt.streams.describe(s.HeldStream); ok {
 		fields = append(fields, zap.String("method", method), zap.String("path", path))
 	}
 	rt.log().Error("ruvoy: the VM thread did not stop: exiting without the app's at_exit hooks", fields...)

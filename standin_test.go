@@ -134,7 +134,7 @@ func (s *standIn) DirectWait(int, time.Duration) *msg.Msg { return nil }
 func (s *standIn) DirectRelease(int) *msg.Msg             { return nil }
 func (s *standIn) ReadStats() vmReading                   { return vmReading{} }
 func (s *standIn) Now() uint64                            { return uint64(time.Now().UnixNano()) }
-func (s *standIn) StallCheck(uint64)                      {}
+func (s *standIn) HoldReport(uint64)                      {}
 func (s *standIn) RelayCounts() (uint64, int64)           { return 0, 0 }
 func (s *standIn) ReleaseMemory()                         {}
 func (s *standIn) Join() int                              { <-s.stopped; return 0 }

@@ -23,7 +23,7 @@ type vmPort interface {
 	DirectRelease(slot int) *msg.Msg
 	ReadStats() vmReading
 	Now() uint64
-	StallCheck(since uint64)
+	HoldReport(since uint64)
 	RelayCounts() (admitted uint64, inflight int64)
 	ReleaseMemory()
 	Join() int
@@ -44,8 +44,8 @@ type vmConfig struct {
 // vmReading is the VM's figures as it keeps them (nanoseconds, counts):
 // VMStats is made of them.
 type vmReading struct {
-	BusyNS, AwakeSince, LagNS, RunningSince, RunningStream uint64
-	Requests, Fibers, ResponseBytes                        uint64
-	GCCount, GCTimeNS, HeapLiveSlots                       uint64
-	OffloadBusy, OffloadWaiting, Hijacked                  uint64
+	BusyNS, AwakeSince, LagNS, HeldSince, HeldStream uint64
+	Requests, Fibers, ResponseBytes                  uint64
+	GCCount, GCTimeNS, HeapLiveSlots                 uint64
+	OffloadBusy, OffloadWaiting, Hijacked            uint64
 }

@@ -37,7 +37,7 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, upstreams string
 		MaxRSS:  uint64(max(o.WorkerMaxRSS, 0)),
 		Timeout: o.WorkerTimeout,
 		Worker: cluster.Config{Program: rt.opts.Program, Args: rt.opts.Args, ResponseWindow: window,
-			StallWarn: time.Duration(rt.watch.Warn.Load()), HoldLimit: time.Duration(rt.watch.Limit.Load()),
+			HoldWarn: time.Duration(rt.watch.Warn.Load()), HoldLimit: time.Duration(rt.watch.Limit.Load()),
 			Rackup: rackup, Environment: environment, Upstreams: upstreams},
 		Router: (*router)(rt),
 		Logger: rt.log,

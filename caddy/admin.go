@@ -59,7 +59,7 @@ func health(w http.ResponseWriter, r *http.Request) error {
 		fmt.Fprintln(w, "ok (no VM yet)")
 		return nil
 	}
-	if held := rt.Stats().RunningFor; held > StuckAfter {
+	if held := rt.Stats().HeldFor; held > StuckAfter {
 		http.Error(w, fmt.Sprintf("unhealthy: Ruby code has held the VM thread for %v\n", held.Round(time.Second)),
 			http.StatusServiceUnavailable)
 		return nil

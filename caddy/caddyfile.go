@@ -34,7 +34,7 @@ func init() {
 //	    max_requests_per_connection <n>
 //	    queue_timeout   <duration>
 //	    request_timeout <duration>
-//	    stall_warn      <duration>
+//	    hold_warn       <duration>
 //	    vm_hold_limit   <duration>
 //	    max_inflight_body_bytes <size>
 //	    max_body_bytes  <size>
@@ -112,7 +112,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			} else {
 				h.MaxRequestsPerConn = n
 			}
-		case "queue_timeout", "stall_warn", "request_timeout", "vm_hold_limit", "worker_timeout":
+		case "queue_timeout", "hold_warn", "stall_warn", "request_timeout", "vm_hold_limit", "worker_timeout":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -133,7 +133,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.WorkerTimeout = caddy.Duration(dur)
 			default:
 				v := caddy.Duration(dur)
-				h.StallWarn = &v
+				if option == "stall_warn" { // its former name, warned of at Provision
+					h.StallWarn = &v
+				} else {
+					h.HoldWarn = &v
+				}
 			}
 		case "max_body_size", "max_inflight_body_size":
 			// One name per setting, as in the JSON config and the flags.

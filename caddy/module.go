@@ -60,13 +60,16 @@ type Handler struct {
 	// Ruvoy::RequestTimeout is raised in its fiber and the client gets 503
 	// (default: none).
 	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
-	// StallWarn is how long Ruby code may hold the VM thread before a
+	// HoldWarn is how long Ruby code may hold the VM thread before a
 	// warning names the request and its backtrace (default 100ms; 0: off).
 	// The VM is one per process: the last config loaded sets it.
+	HoldWarn *caddy.Duration `json:"hold_warn,omitempty"`
+	// StallWarn is what HoldWarn was called before, still read (and
+	// warned of).
 	StallWarn *caddy.Duration `json:"stall_warn,omitempty"`
 	// VMHoldLimit is how long Ruby code may hold the VM thread before the
 	// process exits (status 4), so that a supervisor starts a fresh one
-	// (default 0: never). Process-wide, like StallWarn.
+	// (default 0: never). Process-wide, like HoldWarn.
 	VMHoldLimit *caddy.Duration `json:"vm_hold_limit,omitempty"`
 	// RequestWindow bounds the request body bytes read ahead of the app
 	// (default 256 KiB); the rest waits in the kernel.
@@ -78,7 +81,7 @@ type Handler struct {
 	// (cluster mode): each has its own VM, and a new request goes to the
 	// one with the fewest requests in flight. A config reload starts new
 	// workers with the app's code as it is now, and stops the old ones
-	// once their requests end. StallWarn and VMHoldLimit apply to each.
+	// once their requests end. HoldWarn and VMHoldLimit apply to each.
 	Workers int `json:"workers,omitempty"`
 	// WorkerMaxRSSBytes replaces a worker whose resident memory grows
 	// past it, once its requests end (default 0: never).
@@ -175,7 +178,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	rt.SetLogger(ctx.Logger())
 	if h.StallWarn != nil {
-		rt.SetStallWarn(time.Duration(*h.StallWarn))
+		ctx.Logger().Warn(`ruvoy: the handler's "stall_warn" is deprecated: it is now "hold_warn"`)
+		if h.HoldWarn == nil {
+			h.HoldWarn = h.StallWarn
+		}
+	}
+	if h.HoldWarn != nil {
+		rt.SetHoldWarn(time.Duration(*h.HoldWarn))
 	}
 	if h.VMHoldLimit != nil {
 		rt.SetHoldLimit(time.Duration(*h.VMHoldLimit))

@@ -60,7 +60,7 @@ func (e *buildError) Error() string { return e.cmd + ": " + e.out }
 // offloaded they overlap (about 50 ms); through a pool of 4, five rounds.
 func TestOffloadOverlapsBlockingCalls(t *testing.T) {
 	buildBlockingExt(t)
-	s := start(t, "--stall-warn", "0", app("offload.ru"))
+	s := start(t, "--hold-warn", "0", app("offload.ru"))
 	s.get(t, "/offload?ms=1") // warm up: the pool's first threads
 	s.get(t, "/limited?ms=1")
 	cases := []struct {
@@ -107,11 +107,13 @@ func TestOffloadClientLeavesMidCall(t *testing.T) {
 	})
 }
 
-// A call that holds the GVL stalls the VM thread: the stall detector logs
-// the request and the backtrace line of the call.
-func TestOffloadStallDetectorNamesTheLine(t *testing.T) {
+// A call that holds the GVL holds the VM thread: the hold detector logs
+// the request and the backtrace line of the call. (It is set here by
+// --stall-warn, --hold-warn's former name, which says so.)
+func TestOffloadHoldDetectorNamesTheLine(t *testing.T) {
 	buildBlockingExt(t)
 	s := start(t, "--stall-warn", "100", app("offload.ru"))
+	mustContain(t, "stderr", s.stderr.String(), "ruvoy: --stall-warn is deprecated: it is now --hold-warn (same value)")
 	equal(t, "body", s.get(t, "/stall?ms=300").body, "stalled")
 	entry := waitLog(t, s, "the VM thread is held by one request: other requests wait (wrap blocking calls in Ruvoy.offload)",
 		"path", "/stall")

@@ -62,9 +62,9 @@ func buildConfig(o *options) ([]byte, error) {
 		SendfileDirs:         o.sendfileDirs,
 		EarlyHintsHTTP1:      o.earlyHintsHTTP1,
 	}
-	if o.stallWarn >= 0 { // 0 turns the warning off; unset, the handler's default
-		d := milliseconds(o.stallWarn)
-		handler.StallWarn = &d
+	if o.holdWarn >= 0 { // 0 turns the warning off; unset, the handler's default
+		d := milliseconds(o.holdWarn)
+		handler.HoldWarn = &d
 	}
 	if o.holdLimit > 0 {
 		d := seconds(o.holdLimit)

@@ -60,14 +60,14 @@ func ruvoyHandler(t *testing.T, srv *caddyhttp.Server) ruvoycaddy.Handler {
 }
 
 func TestBuildConfigHandler(t *testing.T) {
-	_, app, srv := configFor(t, "--queue-timeout", "250", "--stall-warn", "0", "--request-timeout", "2.5",
+	_, app, srv := configFor(t, "--queue-timeout", "250", "--hold-warn", "0", "--request-timeout", "2.5",
 		"--vm-hold-limit", "30", "--max-requests", "7", "--context", "--upstream", "users=https://10.0.0.1", "--grace", "5", "--early-hints-http1")
 	if app.GracePeriod != caddy.Duration(5*time.Second) {
 		t.Errorf("grace_period %v", time.Duration(app.GracePeriod))
 	}
 	h := ruvoyHandler(t, srv)
 	ms := func(n int) caddy.Duration { return caddy.Duration(time.Duration(n) * time.Millisecond) }
-	if h.QueueTimeout != ms(250) || h.RequestTimeout != ms(2500) || h.StallWarn == nil || *h.StallWarn != 0 ||
+	if h.QueueTimeout != ms(250) || h.RequestTimeout != ms(2500) || h.HoldWarn == nil || *h.HoldWarn != 0 ||
 		h.VMHoldLimit == nil || *h.VMHoldLimit != ms(30000) || h.MaxRequests != 7 || h.Context == nil || !h.EarlyHintsHTTP1 {
 		t.Errorf("handler %+v", h)
 	}
@@ -76,7 +76,7 @@ func TestBuildConfigHandler(t *testing.T) {
 	}
 
 	_, _, srv = configFor(t)
-	if h := ruvoyHandler(t, srv); h.StallWarn != nil || h.VMHoldLimit != nil || h.Context != nil || h.Upstream != nil || h.EarlyHintsHTTP1 {
+	if h := ruvoyHandler(t, srv); h.HoldWarn != nil || h.VMHoldLimit != nil || h.Context != nil || h.Upstream != nil || h.EarlyHintsHTTP1 {
 		t.Errorf("defaults are set: %+v", h)
 	}
 }

@@ -64,7 +64,7 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --max-inflight-body-bytes N
                              Hold at most N request body bytes in memory across requests;
                              a request that would pass it gets 503 (default 67108864)
-        --stall-warn MS      Warn (with the Ruby backtrace) when a request holds the VM
+        --hold-warn MS       Warn (with the Ruby backtrace) when a request holds the VM
                              thread over MS without yielding (default 100; 0: off)
         --request-timeout SECONDS
                              Raise Ruvoy::RequestTimeout in a request that runs longer,
@@ -128,7 +128,7 @@ type options struct {
 	workerTimeout              float64 // seconds; 0: the default
 	workers                    int     // 0: the app runs in this process
 	workerMaxRSS               int64   // MiB; 0: none
-	stallWarn                  int     // ms; -1: the default
+	holdWarn                   int     // ms; -1: the default
 	requestTimeout, holdLimit  float64 // seconds; 0: none
 	minUploadRate              int     // bytes a second; 0: off
 	bodyBudget                 int64
@@ -181,7 +181,7 @@ func (o *options) url() string {
 // parseOptions reads GNU-style options (pflag's): -p 80, -p80, --port 80,
 // --port=80, before or after the rackup; -- ends them.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
+	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, holdWarn: -1,
 		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters, writeTimeout: defaultWriteTimeout}
 	if p := getenv("PORT"); p != "" {
 		o.port = p
@@ -228,7 +228,13 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	intFlag(fs, &o.queueTimeout, "queue-timeout", 0, "")
 	intFlag(fs, &o.maxPerConnection, "max-requests-per-connection", 1, "")
 	intFlag(fs, &o.bodyBudget, "max-inflight-body-bytes", 1, "")
-	intFlag(fs, &o.stallWarn, "stall-warn", 0, "")
+	intFlag(fs, &o.holdWarn, "hold-warn", 0, "")
+	// --stall-warn was --hold-warn's name: it still works, and says so.
+	fs.Func("stall-warn", "", func(v string) error {
+		o.warnings = append(o.warnings, "--stall-warn is deprecated: it is now --hold-warn (same value)")
+		return fs.Lookup("hold-warn").Value.Set(v)
+	})
+	fs.MarkHidden("stall-warn")
 	intFlag(fs, &o.minUploadRate, "min-upload-rate", 0, "")
 	secondsFlag(fs, &o.requestTimeout, "request-timeout")
 	secondsFlag(fs, &o.holdLimit, "vm-hold-limit")

@@ -30,7 +30,7 @@ func abs(t *testing.T, path string) string {
 // defaultOptions is what parseOptions gives for no arguments and an empty
 // environment.
 func defaultOptions(t *testing.T) options {
-	return options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, stallWarn: -1,
+	return options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, holdWarn: -1,
 		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters, writeTimeout: defaultWriteTimeout,
 		rackupArg: "config.ru", rackup: abs(t, "config.ru")}
 }
@@ -84,11 +84,11 @@ func TestParseOptions(t *testing.T) {
 		{"--workers=auto", []string{"--workers=auto"}, env(), func(o *options) { o.workers = runtime.NumCPU() }},
 		{"WEB_CONCURRENCY=auto", nil, env("WEB_CONCURRENCY", "auto"), func(o *options) { o.workers = runtime.NumCPU() }},
 		{"numbers", []string{"--grace", "3", "--max-body-bytes=100", "--max-requests", "5", "--queue-timeout", "0",
-			"--max-inflight-body-bytes", "1000", "--stall-warn", "0", "--min-upload-rate=0", "--worker-max-rss", "512",
+			"--max-inflight-body-bytes", "1000", "--hold-warn", "0", "--min-upload-rate=0", "--worker-max-rss", "512",
 			"--request-timeout", "1.5", "--vm-hold-limit", "30", "--admin-port", "2019",
 			"--max-requests-per-connection", "8", "--write-timeout", "0", "--worker-timeout", "2.5"}, env(), func(o *options) {
 			o.grace, o.maxBodyBytes, o.maxRequests, o.queueTimeout = 3, 100, 5, 0
-			o.bodyBudget, o.stallWarn, o.minUploadRate, o.workerMaxRSS = 1000, 0, 0, 512
+			o.bodyBudget, o.holdWarn, o.minUploadRate, o.workerMaxRSS = 1000, 0, 0, 512
 			o.requestTimeout, o.holdLimit, o.adminPort = 1.5, 30, "2019"
 			o.maxPerConnection, o.writeTimeout, o.workerTimeout = 8, 0, 2.5
 		}},
@@ -191,7 +191,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--queue-timeout", "-1"}, env(), `--queue-timeout: want an integer of at least 0, got "-1"`},
 		{[]string{"--worker-max-rss", "0"}, env(), `--worker-max-rss: want an integer of at least 1, got "0"`},
 		{[]string{"--max-inflight-body-bytes", "x"}, env(), `--max-inflight-body-bytes: want an integer of at least 1, got "x"`},
-		{[]string{"--stall-warn", "x"}, env(), `--stall-warn: want an integer of at least 0, got "x"`},
+		{[]string{"--hold-warn", "x"}, env(), `--hold-warn: want an integer of at least 0, got "x"`},
+		{[]string{"--stall-warn", "x"}, env(), `--hold-warn: want an integer of at least 0, got "x"`},
 		{[]string{"--min-upload-rate", "-5"}, env(), `--min-upload-rate: want an integer of at least 0, got "-5"`},
 		{[]string{"--request-timeout", "0"}, env(), `--request-timeout: want a number of seconds above 0, got "0"`},
 		{[]string{"--vm-hold-limit", "Inf"}, env(), `--vm-hold-limit: want a number of seconds above 0, got "Inf"`},

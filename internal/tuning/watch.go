@@ -5,42 +5,42 @@ import (
 	"time"
 )
 
-// quietLook is how often the stall detector looks while the VM thread
+// quietLook is how often the hold detector looks while the VM thread
 // has been asleep at every look for a second.
 const quietLook = 250 * time.Millisecond
 
-// DefaultStallWarn is how long Ruby code may hold the VM thread before the
-// stall detector logs where.
-const DefaultStallWarn = 100 * time.Millisecond
+// DefaultHoldWarn is how long Ruby code may hold the VM thread before the
+// hold detector logs where.
+const DefaultHoldWarn = 100 * time.Millisecond
 
-// A VM is what the stall detector reads and asks of the VM thread.
+// A VM is what the hold detector reads and asks of the VM thread.
 type VM interface {
 	// Held says since when Ruby code has held the VM thread (0: the
 	// loop has it) and since when the thread has been awake (0: asleep),
 	// on Now's clock.
 	Held() (since, awake uint64)
 	Now() uint64
-	// StallCheck has the VM log the backtrace of the Ruby code that has
+	// HoldReport has the VM log the backtrace of the Ruby code that has
 	// held its thread since since, if it still does.
-	StallCheck(since uint64)
+	HoldReport(since uint64)
 }
 
-// Watch is the stall detector: when Ruby code has held the VM thread past
-// Warn without giving it back to the event loop, it calls OnStall and has
-// the VM log the request and the Ruby backtrace (rv_stall.c), once per
-// stall. Past Limit, it calls OnLimit (the runtime exits the process, so
+// Watch is the hold detector: when Ruby code has held the VM thread past
+// Warn without giving it back to the event loop, it calls OnHold and has
+// the VM log the request and the Ruby backtrace (rv_hold.c), once per
+// hold. Past Limit, it calls OnLimit (the runtime exits the process, so
 // that a supervisor starts a fresh one: every other request has waited
 // that long).
 //
 // While the VM thread sleeps, nothing can hold it: after a second of that
 // the detector looks every quietLook, not every few milliseconds, so an
-// idle server costs no wakeups to speak of; a stall that begins then is
+// idle server costs no wakeups to speak of; a hold that begins then is
 // named up to quietLook later.
 type Watch struct {
 	VM      VM
 	Warn    atomic.Int64 // time.Duration; 0: off
 	Limit   atomic.Int64 // time.Duration; 0: never
-	OnStall func()
+	OnHold  func()
 	OnLimit func(since uint64, held time.Duration)
 }
 
@@ -72,11 +72,11 @@ func (w *Watch) Run() {
 		held := time.Duration(now - since)
 		if warn > 0 && since != reported && now > since && held > warn {
 			reported = since
-			w.OnStall()
-			w.VM.StallCheck(since)
+			w.OnHold()
+			w.VM.HoldReport(since)
 		}
 		if limit > 0 && now > since && held > limit {
-			w.VM.StallCheck(since) // the backtrace, if Ruby reaches a safe point
+			w.VM.HoldReport(since) // the backtrace, if Ruby reaches a safe point
 			w.OnLimit(since, held)
 		}
 	}

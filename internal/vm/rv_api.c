@@ -48,8 +48,8 @@ int rv_out_fd(void)
 RV_SAME_FIELD(busy_ns);
 RV_SAME_FIELD(awake_since);
 RV_SAME_FIELD(lag_ns);
-RV_SAME_FIELD(running_since);
-RV_SAME_FIELD(running_stream);
+RV_SAME_FIELD(held_since);
+RV_SAME_FIELD(held_stream);
 RV_SAME_FIELD(requests);
 RV_SAME_FIELD(fibers);
 RV_SAME_FIELD(response_bytes);

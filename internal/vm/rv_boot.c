@@ -145,7 +145,7 @@ static void *vm_main(void *arg)
         }
         ruby_script(config.program);
         rv_signals_fix();
-        rv_stall_init();
+        rv_hold_init();
         rv_signals_block();
         if (boot_ruby_side()) {
             boot_done(1, NULL);

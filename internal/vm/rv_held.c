@@ -58,7 +58,7 @@ static void sleep_until_busy(_Atomic uint64_t *counts)
 
 static int held_now(void)
 {
-    uint64_t since = atomic_load_explicit(&rv_stat.running_since, memory_order_relaxed);
+    uint64_t since = atomic_load_explicit(&rv_stat.held_since, memory_order_relaxed);
     uint64_t now = rv_now();
     return since && now > since && now - since > HELD_NS;
 }

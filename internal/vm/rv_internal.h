@@ -166,7 +166,7 @@ extern rv_loop *rv_L;
 
 /* The VM thread writes these; Go reads them (rv_stats_view, rv_api.c). */
 typedef struct rv_stats {
-    _Atomic uint64_t busy_ns, awake_since, lag_ns, running_since, running_stream, requests, fibers,
+    _Atomic uint64_t busy_ns, awake_since, lag_ns, held_since, held_stream, requests, fibers,
         response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting, hijacked;
 } rv_stats;
 extern rv_stats rv_stat;
@@ -249,14 +249,14 @@ void rv_ruby_init(void);
 void rv_ruby_bind(void);
 void rv_scheduler_install(void);
 
-/* ---- signals (rv_signals.c) and the stall reporter (rv_stall.c) ---- */
+/* ---- signals (rv_signals.c) and the hold reporter (rv_hold.c) ---- */
 
 void rv_signals_save(void);
 void rv_signals_fix(void);
 void rv_signals_block(void);
 void rv_signal_fixup(int sig);
-void rv_stall_init(void);
-int rv_stall_signal(void);
+void rv_hold_init(void);
+int rv_hold_signal(void);
 void rv_scheduler_init(void);
 void rv_env_init(void);
 

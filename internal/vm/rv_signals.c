@@ -77,7 +77,7 @@ void rv_signals_block(void)
 {
     sigset_t set;
     sigfillset(&set);
-    int keep[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGVTALRM, rv_stall_signal()};
+    int keep[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGVTALRM, rv_hold_signal()};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         sigdelset(&set, keep[i]);
     pthread_sigmask(SIG_BLOCK, &set, NULL);

@@ -147,15 +147,15 @@ void rv_report_escape(const char *what)
 static void running(rv_stream *s)
 {
     L->current = s;
-    atomic_store_explicit(&rv_stat.running_stream, s ? s->id : 0, memory_order_relaxed);
-    atomic_store(&rv_stat.running_since, rv_now());
+    atomic_store_explicit(&rv_stat.held_stream, s ? s->id : 0, memory_order_relaxed);
+    atomic_store(&rv_stat.held_since, rv_now());
 }
 
 static void back_in_loop(void)
 {
     L->current = NULL;
-    atomic_store(&rv_stat.running_since, 0);
-    atomic_store_explicit(&rv_stat.running_stream, 0, memory_order_relaxed);
+    atomic_store(&rv_stat.held_since, 0);
+    atomic_store_explicit(&rv_stat.held_stream, 0, memory_order_relaxed);
 }
 
 /* The running fiber goes on as no request's: its request ended while it

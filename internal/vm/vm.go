@@ -131,9 +131,9 @@ func Interrupt(stream uint64, reason uint32) {
 	C.rv_interrupt_request(C.uint64_t(stream), C.uint32_t(reason))
 }
 
-// StallCheck has the VM log the backtrace of the Ruby code that has held
+// HoldReport has the VM log the backtrace of the Ruby code that has held
 // its thread since since (a Now value), if it still does.
-func StallCheck(since uint64) { C.rv_stall_check(C.uint64_t(since)) }
+func HoldReport(since uint64) { C.rv_hold_report(C.uint64_t(since)) }
 
 // Join waits for the VM thread to end (after wire.InStop) and returns
 // ruby_cleanup's status.
@@ -147,15 +147,15 @@ func Now() uint64 { return uint64(C.rv_monotonic_ns()) }
 
 // Stats is what the VM thread reports about itself (vm.h's rv_vm_stats).
 type Stats struct {
-	BusyNS, AwakeSince, LagNS, RunningSince, RunningStream uint64
-	Requests, Fibers, ResponseBytes                        uint64
-	GCCount, GCTimeNS, HeapLiveSlots                       uint64
-	OffloadBusy, OffloadWaiting, Hijacked                  uint64
+	BusyNS, AwakeSince, LagNS, HeldSince, HeldStream uint64
+	Requests, Fibers, ResponseBytes                  uint64
+	GCCount, GCTimeNS, HeapLiveSlots                 uint64
+	OffloadBusy, OffloadWaiting, Hijacked            uint64
 }
 
 // stats is the VM's figures where C keeps them (rv_stats_view): Go reads
 // them with atomic loads, not a cgo call, which from an idle process wakes
-// Go's sysmon (it then polls every 20 µs for a while): the stall detector
+// Go's sysmon (it then polls every 20 µs for a while): the hold detector
 // reads them every few milliseconds.
 var stats = (*[unsafe.Sizeof(C.rv_vm_stats{}) / 8]uint64)(unsafe.Pointer(C.rv_stats_view()))
 
@@ -165,8 +165,8 @@ func ReadStats() Stats {
 	var s C.rv_vm_stats
 	return Stats{
 		BusyNS: f(unsafe.Offsetof(s.busy_ns)), AwakeSince: f(unsafe.Offsetof(s.awake_since)),
-		LagNS: f(unsafe.Offsetof(s.lag_ns)), RunningSince: f(unsafe.Offsetof(s.running_since)),
-		RunningStream: f(unsafe.Offsetof(s.running_stream)), Requests: f(unsafe.Offsetof(s.requests)),
+		LagNS: f(unsafe.Offsetof(s.lag_ns)), HeldSince: f(unsafe.Offsetof(s.held_since)),
+		HeldStream: f(unsafe.Offsetof(s.held_stream)), Requests: f(unsafe.Offsetof(s.requests)),
 		Fibers: f(unsafe.Offsetof(s.fibers)), ResponseBytes: f(unsafe.Offsetof(s.response_bytes)),
 		GCCount: f(unsafe.Offsetof(s.gc_count)), GCTimeNS: f(unsafe.Offsetof(s.gc_time_ns)),
 		HeapLiveSlots: f(unsafe.Offsetof(s.heap_live_slots)), OffloadBusy: f(unsafe.Offsetof(s.offload_busy)),

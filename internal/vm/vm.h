@@ -25,9 +25,9 @@ typedef struct rv_vm_stats {
                                  its last wait */
     uint64_t awake_since;     /* CLOCK_MONOTONIC ns when it last woke; 0 while it waits */
     uint64_t lag_ns;          /* how late the loop's last 250 ms tick fired */
-    uint64_t running_since;   /* CLOCK_MONOTONIC ns when Ruby code last got the
+    uint64_t held_since;   /* CLOCK_MONOTONIC ns when Ruby code last got the
                                  thread from the loop; 0 while the loop has it */
-    uint64_t running_stream;  /* the request whose fiber runs, or 0 */
+    uint64_t held_stream;  /* the request whose fiber runs, or 0 */
     uint64_t requests;        /* request fibers alive */
     uint64_t fibers;          /* other fibers the scheduler runs (Fiber.schedule) */
     uint64_t response_bytes;  /* response bytes sent to Go, not yet written */
@@ -50,7 +50,7 @@ void rv_release_memory(void);
  * a cgo call from an idle process wakes Go's sysmon, which then polls
  * for a while. */
 const rv_vm_stats *rv_stats_view(void);
-void rv_stall_check(uint64_t since);
+void rv_hold_report(uint64_t since);
 void rv_cancel(uint64_t stream, uint32_t flags);
 void rv_interrupt_request(uint64_t stream, uint32_t reason);
 uint64_t rv_monotonic_ns(void);

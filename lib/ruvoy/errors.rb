@@ -20,16 +20,16 @@ module Ruvoy
     attr_accessor :app_root
   end
 
-  STALL_FRAMES = 10
+  HOLD_FRAMES = 10
 
-  # A stall warning's backtrace, brief: the app's own frames first (up to
-  # STALL_FRAMES), then how many frames of gems and Ruby it left out. With
-  # no frame of the app's, the first STALL_FRAMES as they are.
-  def self.stall_frames(backtrace)
+  # A hold warning's backtrace, brief: the app's own frames first (up to
+  # HOLD_FRAMES), then how many frames of gems and Ruby it left out. With
+  # no frame of the app's, the first HOLD_FRAMES as they are.
+  def self.hold_frames(backtrace)
     root = app_root && "#{app_root}/"
     own = root ? backtrace.select { |f| f.start_with?(root) && !f.include?("/vendor/") } : []
     own = backtrace if own.empty?
-    shown = own.first(STALL_FRAMES)
+    shown = own.first(HOLD_FRAMES)
     left = backtrace.size - shown.size
     left.positive? ? shown + ["(#{left} more frames, in gems and Ruby)"] : shown
   end

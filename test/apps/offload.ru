@@ -1,4 +1,4 @@
-# The app the offload and stall-detector tests talk to (test/offload_test.go).
+# The app the offload and hold-detector tests talk to (test/offload_test.go).
 # Blocking is a test-only C extension built from test/ext/blocking.
 $LOAD_PATH.unshift(ENV.fetch("RUVOY_TEST_EXT"))
 require "blocking"

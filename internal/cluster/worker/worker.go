@@ -95,7 +95,7 @@ func Run(fd int) int {
 	if err := rt.Boot(); err != nil {
 		return fail("starting Ruby: " + err.Error())
 	}
-	rt.SetStallWarn(cfg.StallWarn)
+	rt.SetHoldWarn(cfg.HoldWarn)
 	rt.SetHoldLimit(cfg.HoldLimit)
 	app, text := rt.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams)
 	if app == 0 {
@@ -192,11 +192,11 @@ func (rl *relay) send(m *msg.Msg) {
 func (rl *relay) reportStats() {
 	for {
 		v := rl.rt.Stats()
-		s := cluster.Stats{Busy: v.Busy, LoopLag: v.LoopLag, RunningFor: v.RunningFor, RunningStream: v.RunningStream,
+		s := cluster.Stats{Busy: v.Busy, LoopLag: v.LoopLag, HeldFor: v.HeldFor, HeldStream: v.HeldStream,
 			Requests: v.Requests, Fibers: v.Fibers, ResponseBytes: v.ResponseBytes,
 			GCCount: v.GCCount, GCTime: v.GCTime, HeapLiveSlots: v.HeapLiveSlots,
 			OffloadBusy: v.OffloadBusy, OffloadWaiting: v.OffloadWaiting, Hijacked: v.Hijacked,
-			Stalls: rl.rt.Stalls(), RSS: cluster.ProcessRSS(os.Getpid())}
+			Holds: rl.rt.Holds(), RSS: cluster.ProcessRSS(os.Getpid())}
 		vm.RelaySend(wire.WorkerStats, 0, 0, 0, s.Append(nil))
 		time.Sleep(cluster.StatsEvery)
 	}

@@ -1,8 +1,8 @@
 /*
- * rv_stall.c: naming the code that holds the VM thread.
+ * rv_hold.c: naming the code that holds the VM thread.
  *
  * When Ruby code keeps the VM thread from its event loop longer than the
- * stall threshold, Go's watchdog calls rv_stall_check. A signal to the VM
+ * hold warning, Go's hold detector calls rv_hold_report. A signal to the VM
  * thread registers a postponed job; Ruby runs it at its next safe point, on
  * the VM thread with the GVL, where taking the backtrace of the running
  * fiber is safe. A C call that blocks holding the GVL reaches that point
@@ -17,30 +17,30 @@
 #include <string.h>
 
 static pthread_t vm_thread;
-static _Atomic uint64_t stall_since; /* the stall being reported, or 0 */
+static _Atomic uint64_t reported_since; /* the hold being reported, or 0 */
 
 /* Ruby 3.3 deprecates rb_postponed_job_register_one for a job registered
  * once and triggered from the signal handler; its header then defines
  * POSTPONED_JOB_HANDLE_INVALID. */
 #ifdef POSTPONED_JOB_HANDLE_INVALID
-static rb_postponed_job_handle_t stall_handle = POSTPONED_JOB_HANDLE_INVALID;
+static rb_postponed_job_handle_t report_handle = POSTPONED_JOB_HANDLE_INVALID;
 #endif
 
-int rv_stall_signal(void)
+int rv_hold_signal(void)
 {
     return SIGRTMIN + 7;
 }
 
 static VALUE brief(VALUE bt)
 {
-    return rb_funcall(rv_mRuvoy, rb_intern("stall_frames"), 1, bt);
+    return rb_funcall(rv_mRuvoy, rb_intern("hold_frames"), 1, bt);
 }
 
-static void stall_job(void *data)
+static void report_job(void *data)
 {
     (void)data;
-    uint64_t since = atomic_exchange(&stall_since, 0);
-    uint64_t now_since = atomic_load(&rv_stat.running_since);
+    uint64_t since = atomic_exchange(&reported_since, 0);
+    uint64_t now_since = atomic_load(&rv_stat.held_since);
     if (!since)
         return;
     char held[64];
@@ -61,7 +61,7 @@ static void stall_job(void *data)
     VALUE lines = rb_ary_join(frames, rb_str_new_cstr("\n"));
     const char *f[] = {"held_ms", held, "backtrace", StringValueCStr(lines)};
     rv_buf b;
-    rv_buf_start(&b, RV_OUT_LOG, atomic_load(&rv_stat.running_stream), 1024);
+    rv_buf_start(&b, RV_OUT_LOG, atomic_load(&rv_stat.held_stream), 1024);
     const char *msg = "the VM thread is held by one request: other requests wait (wrap blocking calls in Ruvoy.offload)";
     rv_buf_put_str(&b, msg, strlen(msg));
     for (int i = 0; i < 4; i++)
@@ -80,32 +80,32 @@ static void on_signal(int sig)
     if (!ruby_native_thread_p())
         return;
 #ifdef POSTPONED_JOB_HANDLE_INVALID
-    if (stall_handle != POSTPONED_JOB_HANDLE_INVALID) /* Ruby's table was full */
-        rb_postponed_job_trigger(stall_handle);
+    if (report_handle != POSTPONED_JOB_HANDLE_INVALID) /* Ruby's table was full */
+        rb_postponed_job_trigger(report_handle);
 #else
-    rb_postponed_job_register_one(0, stall_job, NULL);
+    rb_postponed_job_register_one(0, report_job, NULL);
 #endif
 }
 
 /* On the VM thread, at boot. */
-void rv_stall_init(void)
+void rv_hold_init(void)
 {
     vm_thread = pthread_self();
 #ifdef POSTPONED_JOB_HANDLE_INVALID
-    stall_handle = rb_postponed_job_preregister(0, stall_job, NULL);
+    report_handle = rb_postponed_job_preregister(0, report_job, NULL);
 #endif
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_ONSTACK | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(rv_stall_signal(), &sa, NULL);
+    sigaction(rv_hold_signal(), &sa, NULL);
 }
 
 /* From Go's watchdog: Ruby code has held the thread since `since`. */
-void rv_stall_check(uint64_t since)
+void rv_hold_report(uint64_t since)
 {
     uint64_t none = 0;
-    if (atomic_compare_exchange_strong(&stall_since, &none, since))
-        pthread_kill(vm_thread, rv_stall_signal());
+    if (atomic_compare_exchange_strong(&reported_since, &none, since))
+        pthread_kill(vm_thread, rv_hold_signal());
 }
