@@ -75,7 +75,12 @@ fi
 if [ "$(cat "$root/.ruvoy-packages" 2>/dev/null)" != "$packages" ]; then
   # apt, not debootstrap, resolves them: debootstrap does not follow a
   # dependency on a virtual package (chromium's on dbus-session-bus).
+  # The testing suite's index says it is valid for a week; a mirror that
+  # serves an older snapshot (this machine's registry: forky's index
+  # expired on 2026-11-06) would make apt refuse it, so the root's apt
+  # does not check.
   echo "installing into the Debian $suite root: $packages"
+  echo 'Acquire::Check-Valid-Until "false";' | $sudo tee "$root/etc/apt/apt.conf.d/99ruvoy-snapshot" >/dev/null
   in_root sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages >/dev/null"
   echo "$packages" | $sudo tee "$root/.ruvoy-packages" >/dev/null
 fi
@@ -87,4 +92,15 @@ fi
 $sudo rm -rf "$root/src" && $sudo mkdir -p "$root/src"
 (cd "$here" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - 2>/dev/null) | $sudo tar -xf - -C "$root/src"
 $sudo git -C "$root/src" init -q && $sudo git -C "$root/src" add -A
+# An example's Gemfile.lock names the gems of the Debian it was locked on
+# (examples/rails72: Debian 13's Rails 7.2.2.2). Where the suite ships the
+# same Rails at another patch level (forky: 7.2.4, with Rack 3.2), the copy
+# is locked again against the gems installed there, as a user upgrading
+# would (`bundle lock --local --update`); one whose Rails is absent (6.1)
+# stays as it is.
+in_root sh -c 'for lock in examples/*/Gemfile.lock; do
+  dir=${lock%/Gemfile.lock}
+  (cd "$dir" && bundle check >/dev/null 2>&1) && continue
+  (cd "$dir" && bundle lock --local --update >/dev/null 2>&1) && echo "$dir: Gemfile.lock locked again against this suite'"'"'s gems"
+done; true'
 in_root "$@"
