@@ -91,8 +91,19 @@ ruvoy-nethttp: $(SOURCES)
 go-plain: bench/plain/main.go
 	$(GO) build -o $@ ./bench/plain
 
+# Every server and scenario, the host's (Debian 12: Ruby 3.1, Puma 5.6)
+# and, from a forky root, Puma 8 and ruvoy on Ruby 3.3 (bench/roots.go);
+# BENCH_FLAGS narrows a run (bench/README.md).
 bench: setup-test ruvoy ruvoy-nethttp go-plain
-	bench/run
+	bench/run $(BENCH_FLAGS)
+
+# The Puma 8 cells alone, beside the host's: the no-op app at 100
+# connections and one, and the Rails page across workers
+# (docs/benchmarks.md, "Puma 8").
+BENCH_FORKY_SERVERS := ruvoy,puma-5,puma-100,go-plain,ruvoy-w1,ruvoy-w2,puma-w1,puma-w2-preload
+bench-forky: setup-test ruvoy ruvoy-nethttp go-plain
+	bench/run -servers $(BENCH_FORKY_SERVERS),$$(echo $(BENCH_FORKY_SERVERS) | sed 's/\([^,]*\)/forky:\1/g') \
+		-scenarios noop,noop-c1,rails-page $(BENCH_FLAGS)
 
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
 # handler. pkg/ruvoy-VERSION-PLATFORM.gem

@@ -5,6 +5,12 @@
 # Go and module cache. So `make test` builds and tests ruvoy against
 # another Debian's Ruby on the same machine.
 #
+# RUVOY_ROOT_SRC=keep runs COMMAND on the copy the last run left in the
+# root's /src instead of making a new one (bench/run starts its servers in
+# a root that way, after one run has built there). COMMAND is the process
+# the script becomes, with the root's own pid 1 and mounts, in this one's
+# process group: a signal to the group reaches it.
+#
 # The root is cached in $RUVOY_ROOTS (default /var/cache/ruvoy)/SUITE; a
 # change to the package list below installs what is missing on the next
 # run. As root (or with sudo): debootstrap, chroot and mounts need it.
@@ -37,7 +43,7 @@ in_root() {
   gocache=$("$go" env GOCACHE)
   mkdir -p "$modcache" "$gocache"
   $sudo cp /etc/resolv.conf "$root/etc/resolv.conf"
-  $sudo unshare --mount --pid --fork --propagation private sh -eu -c '
+  ${exec:-} $sudo unshare --mount --pid --fork --propagation private sh -eu -c '
 root=$1 goroot=$2 modcache=$3 gocache=$4; shift 4
 for d in "$goroot" "$modcache" "$gocache"; do
   mkdir -p "$root$d" && mount --bind "$d" "$root$d"
@@ -86,6 +92,11 @@ if [ "$(cat "$root/.ruvoy-packages" 2>/dev/null)" != "$packages" ]; then
 fi
 [ $# = 0 ] && exit 0
 
+if [ "${RUVOY_ROOT_SRC:-}" = keep ]; then
+  [ -d "$root/src" ] || { echo "no copy of the checkout in $root/src to keep" >&2; exit 1; }
+  exec=exec in_root "$@"
+fi
+
 # The checkout's files (tracked, and new ones not ignored) are copied to
 # /src in the root, a repository of its own (make check reads git
 # ls-files): the root's builds must not overwrite the host's.
@@ -103,4 +114,4 @@ in_root sh -c 'for lock in examples/*/Gemfile.lock; do
   (cd "$dir" && bundle check >/dev/null 2>&1) && continue
   (cd "$dir" && bundle lock --local --update >/dev/null 2>&1) && echo "$dir: Gemfile.lock locked again against this suite'"'"'s gems"
 done; true'
-in_root "$@"
+exec=exec in_root "$@"
