@@ -7,7 +7,7 @@ export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
 SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 
-.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck e2e-ruby test-trixie stress-short fuzz-short bench gem clean
+.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core test-trixie test-forky stress-short fuzz-short bench bench-forky gem clean
 
 all: ruvoy
 
@@ -73,7 +73,18 @@ e2e-ruby: ruvoy
 test-trixie:
 	build/debian-root.sh trixie make check ruvoy unit e2e-ruby
 
-test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie
+# The core end-to-end tests, the rackup handler and the Rack::Lint
+# comparison with Puma: what the newest Rack, rackup and Puma can break.
+CORE_TESTS := ^Test(Core|FrameworksRackHandler|FrameworksRackLintMatchesPuma)
+e2e-core: ruvoy
+	RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -short -timeout 20m ./test/... -run '$(CORE_TESTS)'
+
+# Those against Debian's testing suite (forky: Ruby 3.3, Rack 3.2,
+# rackup 2.3, Puma 8), in a root the same script makes.
+test-forky:
+	build/debian-root.sh forky make check e2e-core
+
+test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie test-forky
 
 # The runtime under plain net/http, without Caddy: a benchmark diagnostic.
 ruvoy-nethttp: $(SOURCES)
@@ -83,8 +94,19 @@ ruvoy-nethttp: $(SOURCES)
 go-plain: bench/plain/main.go
 	$(GO) build -o $@ ./bench/plain
 
+# Every server and scenario, the host's (Debian 12: Ruby 3.1, Puma 5.6)
+# and, from a forky root, Puma 8 and ruvoy on Ruby 3.3 (bench/roots.go);
+# BENCH_FLAGS narrows a run (bench/README.md).
 bench: setup-test ruvoy ruvoy-nethttp go-plain
-	bench/run
+	bench/run $(BENCH_FLAGS)
+
+# The Puma 8 cells alone, beside the host's: the no-op app at 100
+# connections and one, and the Rails page across workers
+# (docs/benchmarks.md, "Puma 8").
+BENCH_FORKY_SERVERS := ruvoy,puma-5,puma-100,go-plain,ruvoy-w1,ruvoy-w2,puma-w1,puma-w2-preload
+bench-forky: setup-test ruvoy ruvoy-nethttp go-plain
+	bench/run -servers $(BENCH_FORKY_SERVERS),$$(echo $(BENCH_FORKY_SERVERS) | sed 's/\([^,]*\)/forky:\1/g') \
+		-scenarios noop,noop-c1,rails-page $(BENCH_FLAGS)
 
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
 # handler. pkg/ruvoy-VERSION-PLATFORM.gem

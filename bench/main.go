@@ -1,8 +1,12 @@
 // Command bench runs ruvoy and its peers side by side in one run and prints
 // medians, ratios and a verdict per scenario:
 //
-//	bench/run [-rounds 5] [-duration 5s] [-servers ruvoy,puma-5,...] [-scenarios noop,h2,...]
+//	bench/run [-rounds 5] [-duration 5s] [-servers ruvoy,puma-5,forky:puma-5,...] [-scenarios noop,h2,...]
 //	          [-ruvoy-env 'GOMAXPROCS=1']
+//
+// A server named SUITE:NAME runs in the Debian root of SUITE that
+// build/debian-root.sh makes (roots.go): the default run has Puma 8 and
+// ruvoy on forky's Ruby 3.3 beside the host's cells.
 //
 // Each round starts every server afresh for each fixture, in an order
 // rotated every round, warms it up, and measures each scenario while
@@ -43,12 +47,15 @@ func main() {
 	out := filepath.Join(root, "bench", "results", started.Format("2006-01-02T150405"))
 	check(os.MkdirAll(out, 0o755))
 	check(buildBlockingExt(root))
+	for _, suite := range rootSuites() {
+		check(roots[suite].prepare(root))
+	}
 	run := &runner{root: root, out: out, started: started, results: map[key][]sample{},
 		restRSS: map[string][]float64{}, thinWraps: map[string]string{}}
 	run.cert, run.key = selfSignedCert(out)
 	machine := describeMachine()
-	fmt.Printf("%s\n%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",
-		machine, *rounds, *duration, out, judgement)
+	fmt.Printf("%s\n%s%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",
+		machine, rootsNote(), *rounds, *duration, out, judgement)
 	for r := 0; r < *rounds; r++ {
 		for i := range servers {
 			run.round(r, servers[(i+r)%len(servers)], scens)

@@ -1,40 +1,64 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 )
 
-// railsFixture copies the Rails example once per run (examples/rails where
-// Rails 6.1 is installed, examples/rails72 where Rails 7.2 is), migrates
-// its SQLite database and adds the article the JSON scenario shows.
-func (r *runner) railsFixture() *fixture {
+// railsArticles is how many articles the Rails fixture holds: the JSON
+// scenario shows the first, the page scenario lists them all (the
+// scaffold's index, a table row and three links each).
+const railsArticles = 100
+
+var railsEnv = []string{"RAILS_ENV=production", "SECRET_KEY_BASE=ruvoy-bench-0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
+	"RAILS_LOG_LEVEL=warn", "RAILS_FORCE_SSL=false"}
+
+// railsExample is the example locked to a Rails version: examples/rails
+// for Rails 6.1, examples/rails72 for 7.2.
+func railsExample(version string) string {
+	if strings.HasPrefix(version, "7.2.") {
+		return "examples/rails72"
+	}
+	return "examples/rails"
+}
+
+// railsFixture copies the Rails example once per run and per root (d, or
+// nil for the host), migrates its SQLite database and adds the articles.
+func (r *runner) railsFixture(d *debRoot) *fixture {
+	seed := fmt.Sprintf(`%d.times { |i| Article.create!(title: "Benchmarked #{i + 1}", body: "An article the benchmark reads as JSON and lists on the index page.") }`, railsArticles)
+	steps := [][]string{{"bin/rails", "db:migrate"}, {"bin/rails", "runner", seed}}
+	if d != nil {
+		if d.fixture == nil {
+			dir := inRoot + "/bench/.fixture-rails"
+			check(os.RemoveAll(d.hostPath(dir)))
+			check(exec.Command("cp", "-r", d.hostPath(inRoot+"/"+railsExample(d.rails)), d.hostPath(dir)).Run())
+			for _, args := range steps {
+				if out, err := d.command(r.root, dir, railsEnv, args...).CombinedOutput(); err != nil {
+					check(&setupError{args, string(out)})
+				}
+			}
+			d.fixture = &fixture{dir: dir, rackup: dir + "/config.ru", env: railsEnv}
+		}
+		return d.fixture
+	}
 	if r.rails != nil {
 		return r.rails
 	}
-	example := "examples/rails"
-	if v, _ := exec.Command("ruby", "-e", `require "rails/version"; print Rails::VERSION::STRING`).Output(); strings.HasPrefix(string(v), "7.2.") {
-		example = "examples/rails72"
-	}
+	version, _ := exec.Command("ruby", "-e", `require "rails/version"; print Rails::VERSION::STRING`).Output()
 	dir := filepath.Join(r.out, "rails-app")
-	check(exec.Command("cp", "-r", filepath.Join(r.root, example), dir).Run())
-	env := []string{"RAILS_ENV=production", "SECRET_KEY_BASE=ruvoy-bench-0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
-		"RAILS_LOG_LEVEL=warn", "RAILS_FORCE_SSL=false"}
-	for _, args := range [][]string{
-		{"bin/rails", "db:migrate"},
-		{"bin/rails", "runner", `Article.create!(title: "Benchmarked", body: "An article the benchmark reads as JSON.")`},
-	} {
+	check(exec.Command("cp", "-r", filepath.Join(r.root, railsExample(string(version))), dir).Run())
+	for _, args := range steps {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
+		cmd.Env = append(os.Environ(), railsEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
 			check(&setupError{args, string(out)})
 		}
 	}
-	r.rails = &fixture{dir: dir, rackup: filepath.Join(dir, "config.ru"), env: env}
+	r.rails = &fixture{dir: dir, rackup: filepath.Join(dir, "config.ru"), env: railsEnv}
 	return r.rails
 }
 

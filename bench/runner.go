@@ -70,8 +70,11 @@ func (r *runner) round(n int, srv server, scens []scenario) {
 	}
 	for _, g := range order {
 		f := &fixture{dir: r.root, rackup: filepath.Join(r.root, "bench/apps/bench.ru")}
+		if srv.root != nil {
+			f = srv.root.benchFixture()
+		}
 		if g.app == "rails" {
-			f = r.railsFixture()
+			f = r.railsFixture(srv.root)
 		}
 		r.serve(n, srv, f, g, byGroup[g])
 	}
@@ -80,6 +83,9 @@ func (r *runner) round(n int, srv server, scens []scenario) {
 func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario) {
 	l := launch{root: r.root, out: r.out, port: freePort(), backend: freePort(), rackup: f.rackup,
 		tls: g.tls, cert: r.cert, key: r.key, thinRackup: r.thinWrap(f.rackup)}
+	if srv.root != nil {
+		l.root = inRoot // the binaries built in the root's copy
+	}
 	cmd := srv.start(l)
 	if cmd == nil {
 		return // cannot serve this group (no TLS): n/a in the summary
@@ -87,10 +93,15 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 	if g.pinned {
 		cmd = exec.Command("taskset", append([]string{"-c", "1", cmd.Path}, cmd.Args[1:]...)...)
 	}
-	cmd.Dir = f.dir
-	cmd.Env = append(append(os.Environ(), "RACK_ENV=production"), f.env...)
+	if srv.root != nil {
+		env := append([]string{"RACK_ENV=production", "RUVOY_TEST_EXT=" + srv.root.ext}, f.env...)
+		cmd = srv.root.command(r.root, f.dir, env, cmd.Args...)
+	} else {
+		cmd.Dir = f.dir
+		cmd.Env = append(append(os.Environ(), "RACK_ENV=production"), f.env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	tag := fmt.Sprintf("%s-%s", srv.name, filepath.Base(f.dir))
+	tag := fmt.Sprintf("%s-%s", strings.ReplaceAll(srv.name, ":", "-"), filepath.Base(f.dir))
 	if g.tls {
 		tag += "-tls"
 	}
@@ -124,7 +135,7 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 	}
 	for _, sc := range scens {
 		settle(url + sc.warmPath())
-		raw := filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.txt", sc.name, srv.name, n+1))
+		raw := filepath.Join(r.out, fmt.Sprintf("%s-%s-round%d.txt", sc.name, strings.ReplaceAll(srv.name, ":", "-"), n+1))
 		before := probeCores()
 		smp := startSampler(cmd.Process.Pid)
 		s := sc.measure(target{url: url, raw: raw, pinned: g.pinned, closes: srv.closes})
@@ -138,8 +149,8 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		if s.lowerIsBetter {
 			unit = "ms"
 		}
-		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p50 %7.3f ms p99 %8.2f ms  cpu %4.0f%%  rss %5.0f MiB  cores %s %s\n",
-			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, s.maxRSS, millis(cores), s.note)
+		fmt.Printf("round %d  %-16s %-26s %10.2f %-5s p50 %7.3f ms p99 %8.2f ms  cpu %4.0f%% %s  rss %5.0f MiB  pss %5.0f MiB  cores %s %s\n",
+			n+1, sc.name, srv.label, s.value, unit, s.p50ms, s.p99ms, s.cpuPct, perRequest(s.cpuPerRequest()), s.maxRSS, s.pss, millis(cores), s.note)
 	}
 }
 

@@ -79,6 +79,10 @@ var scenarios = []scenario{
 	{name: "ttfb", label: "time to first byte of a streamed response, ms (lower is better)", measure: ttfb},
 	{name: "rails-json", label: "Rails JSON show (SQLite; examples/rails for Rails 6.1, examples/rails72 for 7.2), 20 connections", app: "rails",
 		measure: func(t target) sample { return wrk(t, "/articles/1.json", 20, "") }},
+	// A real page: the scaffold's index of 100 articles, HTML from ERB,
+	// where Ruby's work dominates (CPU per request and PSS say most).
+	{name: "rails-page", label: "Rails scaffold page /articles (100 rows, HTML), 10 connections", app: "rails",
+		measure: func(t target) sample { return wrk(t, "/articles", 10, "") }},
 }
 
 // sweepNames are the sweep's own scenarios.

@@ -30,6 +30,7 @@ type server struct {
 	closes bool
 	only   []string // when set, the only scenarios it runs
 	start  func(l launch) *exec.Cmd
+	root   *debRoot // started in a Debian root (roots.go), or nil
 }
 
 func (s server) runs(sc scenario) bool {
@@ -92,6 +93,14 @@ var servers = []server{
 		start: func(l launch) *exec.Cmd { return pumaCluster(l, 1) }},
 	{name: "puma-w2", label: "puma -w 2 -t 5", ruby: true, only: clusterScenarios,
 		start: func(l launch) *exec.Cmd { return pumaCluster(l, 2) }},
+	// Puma's cluster as its docs advise for memory: the app loaded once,
+	// before the workers fork, so they share its pages.
+	{name: "puma-w2-preload", label: "puma -w 2 -t 5 --preload", ruby: true, only: clusterScenarios,
+		start: func(l launch) *exec.Cmd {
+			c := pumaCluster(l, 2)
+			c.Args = append([]string{c.Args[0], "--preload"}, c.Args[1:]...)
+			return c
+		}},
 	// The ceiling: Caddy answering by itself under ruvoy's server config.
 	{name: "caddy-static", label: "caddy static_response", h2: true,
 		only: append([]string{"noop", "noop-pinned", "noop-c1", "tls", "h2"}, sweepNames...), start: func(l launch) *exec.Cmd {
@@ -139,7 +148,7 @@ func ruvoyWithEnv(settings string) server {
 	return s
 }
 
-var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json"}
+var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json", "rails-page"}
 
 func ruvoyWorkers(n int) server {
 	s := ruvoyServer
@@ -192,10 +201,24 @@ func serverNames() []string {
 	for _, s := range servers {
 		n = append(n, s.name)
 	}
+	for _, s := range rootedServers {
+		n = append(n, s.suite+":"+s.name)
+	}
 	return n
 }
 
+// serverByName finds a server, or with "SUITE:" before its name the same
+// server in that Debian suite's root (roots.go).
 func serverByName(name string) (server, bool) {
+	if suite, base, ok := strings.Cut(name, ":"); ok {
+		var only []string
+		for _, s := range rootedServers {
+			if s.suite == suite && s.name == base {
+				only = s.only
+			}
+		}
+		return rootedServer(suite, base, only)
+	}
 	for _, s := range servers {
 		if s.name == name {
 			return s, true

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -21,6 +22,7 @@ type cell struct {
 	value, p50, p99 float64
 	rsdV, rsdP      float64
 	cpu, rss, vmUs  float64
+	cpuReq, pss     float64 // CPU µs a request; PSS MiB as the load ended
 	good, failed    int
 	slowed          int  // rounds left out: a core ran slowed (cores.go)
 	allSlowed       bool // every good round was: they are used, and say so
@@ -29,7 +31,7 @@ type cell struct {
 
 func (r *runner) cell(server, scen string) (cell, bool) {
 	var c cell
-	var vals, p50s, p99s, cpus, rsss, vms []float64
+	var vals, p50s, p99s, cpus, rsss, vms, reqs, psss []float64
 	var ok, unslowed []sample
 	for _, s := range r.results[key{server, scen}] {
 		if !s.ok {
@@ -49,7 +51,10 @@ func (r *runner) cell(server, scen string) (cell, bool) {
 	}
 	for _, s := range good {
 		vals, p50s, p99s = append(vals, s.value), append(p50s, s.p50ms), append(p99s, s.p99ms)
-		cpus, rsss = append(cpus, s.cpuPct), append(rsss, s.maxRSS)
+		cpus, rsss, psss = append(cpus, s.cpuPct), append(rsss, s.maxRSS), append(psss, s.pss)
+		if us := s.cpuPerRequest(); us > 0 {
+			reqs = append(reqs, us)
+		}
 		if s.vmNanos > 0 && s.requests > 0 {
 			vms = append(vms, float64(s.vmNanos)/1000/s.requests)
 		}
@@ -59,7 +64,10 @@ func (r *runner) cell(server, scen string) (cell, bool) {
 		return c, c.failed > 0
 	}
 	c.value, c.p50, c.p99, c.rsdV, c.rsdP = median(vals), median(p50s), median(p99s), rsd(vals), rsd(p99s)
-	c.cpu, c.rss = median(cpus), median(rsss)
+	c.cpu, c.rss, c.pss = median(cpus), median(rsss), median(psss)
+	if len(reqs) > 0 {
+		c.cpuReq = median(reqs)
+	}
 	if len(vms) > 0 {
 		c.vmUs = median(vms)
 	}
@@ -88,30 +96,37 @@ func verdict(rv, peer cell, lowerIsBetter bool) string {
 func (r *runner) summary(machine string, servers []server, scens []scenario) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# ruvoy benchmark, %s\n\n%s\n", r.started.Format("2006-01-02 15:04 MST"), machine)
-	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a 2 s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Before and after each measurement a fixed loop is timed on every core; a round in which a core took more than %.2g times the run's fastest time (the host slowing that vCPU) is left out, unless every round of the cell was. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores); RSS is its largest resident set during the run.\n\n", *rounds, *duration, coreSlowed)
+	b.WriteString(rootsNote())
+	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a 2 s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Before and after each measurement a fixed loop is timed on every core; a round in which a core took more than %.2g times the run's fastest time (the host slowing that vCPU) is left out, unless every round of the cell was. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores), and CPU a request that over its requests a second; RSS is its largest resident set during the run (pages its processes share counted in each), PSS its proportional set size as the load ended (shared pages divided among them).\n\n", *rounds, *duration, coreSlowed)
 	fmt.Fprintf(&b, "Judgement (fixed before the run):\n\n> %s\n\n", strings.ReplaceAll(judgement, "\n", "\n> "))
 	for _, sc := range scens {
 		unit := "req/s"
 		if sc.name == "ttfb" {
 			unit = "ms"
 		}
-		fmt.Fprintf(&b, "## %s\n\n| server | %s | rsd | p50 ms | p99 ms | rsd | CPU %% | RSS MiB | ruvoy vs it | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n", sc.label, unit)
-		rv, rvOK := r.cell("ruvoy", sc.name)
+		fmt.Fprintf(&b, "## %s\n\n| server | %s | rsd | p50 ms | p99 ms | rsd | CPU %% | CPU a request | RSS MiB | PSS MiB | ruvoy vs it | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", sc.label, unit)
 		for _, srv := range servers {
 			if !srv.runs(sc) {
 				continue
 			}
 			c, ran := r.cell(srv.name, sc.name)
 			if !ran {
-				fmt.Fprintf(&b, "| %s | n/a (%s) | | | | | | | | |\n", srv.label, notApplicable(srv, sc))
+				fmt.Fprintf(&b, "| %s | n/a (%s) | | | | | | | | | | |\n", srv.label, notApplicable(srv, sc))
 				continue
 			}
 			if c.good == 0 {
-				fmt.Fprintf(&b, "| %s | no data: %d of %d rounds failed (%s) | | | | | | | | |\n", srv.label, c.failed, c.failed, firstNote(c.notes))
+				fmt.Fprintf(&b, "| %s | no data: %d of %d rounds failed (%s) | | | | | | | | | | |\n", srv.label, c.failed, c.failed, firstNote(c.notes))
 				continue
 			}
+			// Each server is held against the ruvoy on its own Ruby: the
+			// host's, or its root's.
+			base := "ruvoy"
+			if srv.root != nil {
+				base = srv.root.suite + ":ruvoy"
+			}
+			rv, rvOK := r.cell(base, sc.name)
 			ratio, v := "", ""
-			if rvOK && rv.good > 0 && srv.name != "ruvoy" {
+			if rvOK && rv.good > 0 && srv.name != base {
 				if sc.name == "ttfb" {
 					ratio = fmt.Sprintf("first byte %.2fx sooner", c.value/rv.value)
 				} else {
@@ -129,11 +144,12 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 			case c.slowed > 0:
 				failed += fmt.Sprintf(" (%d rounds on a slowed core left out)", c.slowed)
 			}
-			fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%% | %.3f | %.2f | %.1f%% | %.0f | %.0f | %s | %s |\n",
-				srv.label, c.value, failed, c.rsdV*100, c.p50, c.p99, c.rsdP*100, c.cpu, c.rss, ratio, v)
+			fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%% | %.3f | %.2f | %.1f%% | %.0f | %s | %.0f | %.0f | %s | %s |\n",
+				srv.label, c.value, failed, c.rsdV*100, c.p50, c.p99, c.rsdP*100, c.cpu, perRequest(c.cpuReq), c.rss, c.pss, ratio, v)
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(r.acrossWorkers(servers, scens))
 	b.WriteString(r.resources(servers))
 	b.WriteString(r.targets(servers))
 	return b.String()
@@ -237,4 +253,77 @@ func (r *runner) targets(servers []server) string {
 func (r *runner) medianOf(server, scen string) float64 {
 	c, _ := r.cell(server, scen)
 	return c.value
+}
+
+// cpuPerRequest is the server's CPU time a request in µs (0 for a
+// lower-is-better figure, which is no rate).
+func (s sample) cpuPerRequest() float64 {
+	if s.lowerIsBetter || s.value <= 0 {
+		return 0
+	}
+	return s.cpuPct / 100 / s.value * 1e6
+}
+
+// perRequest formats µs of CPU a request: "89 µs", "4.85 ms".
+func perRequest(us float64) string {
+	switch {
+	case us <= 0:
+		return ""
+	case us >= 1000:
+		return fmt.Sprintf("%.2f ms", us/1000)
+	}
+	return fmt.Sprintf("%.0f µs", us)
+}
+
+// rootsNote says what the Debian roots in the run ship, for their cells.
+func rootsNote() string {
+	var b strings.Builder
+	for _, suite := range rootSuites() {
+		d := roots[suite]
+		fmt.Fprintf(&b, "Servers named \"%s: ...\" ran in a Debian %s root (build/debian-root.sh, %s), on %s, ruvoy built there from the same checkout; each is held against that root's ruvoy.\n", d.suite, d.suite, d.dir, d.versions)
+	}
+	return b.String()
+}
+
+// acrossWorkers sets ruvoy beside Puma on the Rails page, one process and
+// each cluster size, on the host's Ruby and on each root's.
+func (r *runner) acrossWorkers(servers []server, scens []scenario) string {
+	const scen = "rails-page"
+	if _, ok := scenarioByName(scen); !ok || !slices.ContainsFunc(scens, func(s scenario) bool { return s.name == scen }) {
+		return ""
+	}
+	ran := map[string]bool{}
+	for _, srv := range servers {
+		ran[srv.name] = true
+	}
+	prefixes := []string{""}
+	for _, suite := range rootSuites() {
+		prefixes = append(prefixes, suite+":")
+	}
+	pairs := [][2]string{{"ruvoy", "puma-5"}, {"ruvoy-w1", "puma-w1"}, {"ruvoy-w2", "puma-w2"}, {"ruvoy-w2", "puma-w2-preload"}}
+	var b strings.Builder
+	for _, prefix := range prefixes {
+		for _, p := range pairs {
+			ours, theirs := prefix+p[0], prefix+p[1]
+			if !ran[ours] || !ran[theirs] {
+				continue
+			}
+			rv, _ := r.cell(ours, scen)
+			c, _ := r.cell(theirs, scen)
+			if rv.good == 0 || c.good == 0 {
+				continue
+			}
+			if b.Len() == 0 {
+				b.WriteString("## Rails page across workers\n\n| servers | ruvoy req/s (p99 ms) | Puma req/s (p99 ms) | ruvoy / Puma | CPU a request, ruvoy / Puma | PSS MiB, ruvoy / Puma |\n|---|---|---|---|---|---|\n")
+			}
+			label := func(name string) string { s, _ := serverByName(name); return s.label }
+			fmt.Fprintf(&b, "| %s against %s | %.1f (%.0f) | %.1f (%.0f) | %.2fx | %s / %s | %.0f / %.0f |\n",
+				label(ours), label(theirs), rv.value, rv.p99, c.value, c.p99, rv.value/c.value,
+				perRequest(rv.cpuReq), perRequest(c.cpuReq), rv.pss, c.pss)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return b.String() + "\n"
 }

@@ -5,6 +5,12 @@
 # Go and module cache. So `make test` builds and tests ruvoy against
 # another Debian's Ruby on the same machine.
 #
+# RUVOY_ROOT_SRC=keep runs COMMAND on the copy the last run left in the
+# root's /src instead of making a new one (bench/run starts its servers in
+# a root that way, after one run has built there). COMMAND is the process
+# the script becomes, with the root's own pid 1 and mounts, in this one's
+# process group: a signal to the group reaches it.
+#
 # The root is cached in $RUVOY_ROOTS (default /var/cache/ruvoy)/SUITE; a
 # change to the package list below installs what is missing on the next
 # run. As root (or with sudo): debootstrap, chroot and mounts need it.
@@ -37,7 +43,7 @@ in_root() {
   gocache=$("$go" env GOCACHE)
   mkdir -p "$modcache" "$gocache"
   $sudo cp /etc/resolv.conf "$root/etc/resolv.conf"
-  $sudo unshare --mount --pid --fork --propagation private sh -eu -c '
+  ${exec:-} $sudo unshare --mount --pid --fork --propagation private sh -eu -c '
 root=$1 goroot=$2 modcache=$3 gocache=$4; shift 4
 for d in "$goroot" "$modcache" "$gocache"; do
   mkdir -p "$root$d" && mount --bind "$d" "$root$d"
@@ -75,11 +81,21 @@ fi
 if [ "$(cat "$root/.ruvoy-packages" 2>/dev/null)" != "$packages" ]; then
   # apt, not debootstrap, resolves them: debootstrap does not follow a
   # dependency on a virtual package (chromium's on dbus-session-bus).
+  # The testing suite's index says it is valid for a week; a mirror that
+  # serves an older snapshot (this machine's registry: forky's index
+  # expired on 2026-11-06) would make apt refuse it, so the root's apt
+  # does not check.
   echo "installing into the Debian $suite root: $packages"
+  echo 'Acquire::Check-Valid-Until "false";' | $sudo tee "$root/etc/apt/apt.conf.d/99ruvoy-snapshot" >/dev/null
   in_root sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages >/dev/null"
   echo "$packages" | $sudo tee "$root/.ruvoy-packages" >/dev/null
 fi
 [ $# = 0 ] && exit 0
+
+if [ "${RUVOY_ROOT_SRC:-}" = keep ]; then
+  [ -d "$root/src" ] || { echo "no copy of the checkout in $root/src to keep" >&2; exit 1; }
+  exec=exec in_root "$@"
+fi
 
 # The checkout's files (tracked, and new ones not ignored) are copied to
 # /src in the root, a repository of its own (make check reads git
@@ -87,4 +103,15 @@ fi
 $sudo rm -rf "$root/src" && $sudo mkdir -p "$root/src"
 (cd "$here" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - 2>/dev/null) | $sudo tar -xf - -C "$root/src"
 $sudo git -C "$root/src" init -q && $sudo git -C "$root/src" add -A
-in_root "$@"
+# An example's Gemfile.lock names the gems of the Debian it was locked on
+# (examples/rails72: Debian 13's Rails 7.2.2.2). Where the suite ships the
+# same Rails at another patch level (forky: 7.2.4, with Rack 3.2), the copy
+# is locked again against the gems installed there, as a user upgrading
+# would (`bundle lock --local --update`); one whose Rails is absent (6.1)
+# stays as it is.
+in_root sh -c 'for lock in examples/*/Gemfile.lock; do
+  dir=${lock%/Gemfile.lock}
+  (cd "$dir" && bundle check >/dev/null 2>&1) && continue
+  (cd "$dir" && bundle lock --local --update >/dev/null 2>&1) && echo "$dir: Gemfile.lock locked again against this suite'"'"'s gems"
+done; true'
+exec=exec in_root "$@"
