@@ -46,7 +46,7 @@ func main() {
 	started := time.Now()
 	out := filepath.Join(root, "bench", "results", started.Format("2006-01-02T150405"))
 	check(os.MkdirAll(out, 0o755))
-	check(buildBlockingExt(root))
+	check(buildBlockingExt(root, out))
 	for _, suite := range rootSuites() {
 		check(roots[suite].prepare(root))
 	}
@@ -90,11 +90,12 @@ func describeMachine() string {
 		model, runtime.NumCPU(), cmd("uname", "-sr"), cmd("ruby", "-v"), runtime.Version(), cmd("h2load", "--version"), rev)
 }
 
-// buildBlockingExt builds test/ext/blocking for the block50 fixtures and
-// points RUVOY_TEST_EXT (inherited by every server) at it.
-func buildBlockingExt(root string) error {
-	dir, err := os.MkdirTemp("", "ruvoy-bench-ext")
-	if err != nil {
+// buildBlockingExt builds test/ext/blocking for the block50 fixtures in
+// the run's results directory and points RUVOY_TEST_EXT (inherited by
+// every server) at it.
+func buildBlockingExt(root, out string) error {
+	dir := filepath.Join(out, "blocking-ext")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, f := range []string{"extconf.rb", "blocking.c"} {

@@ -53,4 +53,6 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("\nPASS")
+	h.stop()
+	os.RemoveAll(filepath.Dir(h.logPath)) // kept only when a run fails
 }

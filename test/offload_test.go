@@ -20,7 +20,8 @@ var (
 )
 
 // buildBlockingExt builds test/ext/blocking (mkmf) into a temporary
-// directory once per test run and tells the apps where it is.
+// directory once per test run (TestMain removes it) and tells the apps
+// where it is.
 func buildBlockingExt(t *testing.T) {
 	t.Helper()
 	extOnce.Do(func() {

@@ -35,7 +35,9 @@ typedef struct rv_direct {
  * answer between yields, before it sleeps: on this machine a thread's
  * sleep and wake-up cost more CPU than yielding for a quick answer does
  * (docs/benchmarks.md, "One connection"). */
+#ifndef RV_DIRECT_SPIN_NS
 #define RV_DIRECT_SPIN_NS 50000
+#endif
 
 static rv_direct slots[RV_DIRECT_MAX];
 static atomic_int limit; /* slots in use: set by Go before the first claim */
