@@ -14,7 +14,9 @@ import (
 
 func peersDir() string {
 	if d := os.Getenv("RUVOY_PEERS"); d != "" {
-		return d
+		abs, err := filepath.Abs(d) // the servers start in their fixture's directory
+		check(err)
+		return abs
 	}
 	return "/var/cache/ruvoy/peers"
 }
