@@ -6,7 +6,9 @@
 //
 // A server named SUITE:NAME runs in the Debian root of SUITE that
 // build/debian-root.sh makes (roots.go): the default run has Puma 8 and
-// ruvoy on forky's Ruby 3.3 beside the host's cells.
+// ruvoy on forky's Ruby 3.3 beside the host's cells. The peers no package
+// ships (iodine, Thruster, agoo) are built by bench/peers outside the
+// checkout (peers.go); a run leaves out those not built, and says so.
 //
 // Each round starts every server afresh for each fixture, in an order
 // rotated every round, warms it up, and measures each scenario while
@@ -38,7 +40,7 @@ func main() {
 	flag.Parse()
 	root, err := filepath.Abs(".")
 	check(err)
-	servers := pick(*onlyServers, serverByName)
+	servers := withPeers(pick(*onlyServers, serverByName))
 	if *variantEnv != "" {
 		servers = append(servers, ruvoyWithEnv(*variantEnv))
 	}
@@ -54,8 +56,8 @@ func main() {
 		restRSS: map[string][]float64{}, thinWraps: map[string]string{}}
 	run.cert, run.key = selfSignedCert(out)
 	machine := describeMachine()
-	fmt.Printf("%s\n%s%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",
-		machine, rootsNote(), *rounds, *duration, out, judgement)
+	fmt.Printf("%s\n%s%s%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",
+		machine, rootsNote(), peersNote(servers), *rounds, *duration, out, judgement)
 	for r := 0; r < *rounds; r++ {
 		for i := range servers {
 			run.round(r, servers[(i+r)%len(servers)], scens)

@@ -57,7 +57,7 @@ var rootedServers = []struct {
 // rootedServer is server name started in suite's root: "forky:puma-5".
 func rootedServer(suite, name string, only []string) (server, bool) {
 	s, ok := serverByName(name)
-	if !ok || s.start == nil {
+	if !ok || s.start == nil || s.peer != "" { // peers are built for the host's Ruby
 		return server{}, false
 	}
 	d := roots[suite]

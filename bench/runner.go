@@ -121,7 +121,7 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		scheme = "https"
 	}
 	url := scheme + "://127.0.0.1:" + l.port
-	if !waitListening("127.0.0.1:" + l.port) {
+	if !waitListening("127.0.0.1:"+l.port) || srv.waitBackend && !waitListening("127.0.0.1:"+l.backend) {
 		fmt.Printf("round %d %s: did not start (see %s)\n", n+1, srv.label, logf.Name())
 		for _, sc := range scens {
 			r.record(srv, sc, sample{note: "did not start"})

@@ -31,6 +31,13 @@ type server struct {
 	only   []string // when set, the only scenarios it runs
 	start  func(l launch) *exec.Cmd
 	root   *debRoot // started in a Debian root (roots.go), or nil
+	// peer: the file under $RUVOY_PEERS a peer built from source needs
+	// (peers.go); the server is left out of a run without it.
+	peer string
+	// waitBackend: wait for the backend port too, for a front that
+	// listens before the backend it starts (Thruster).
+	waitBackend bool
+	noTLS       string // why start returns nil for TLS, if not "no TLS"
 }
 
 func (s server) runs(sc scenario) bool {
@@ -54,7 +61,9 @@ var ruvoyServer = server{name: "ruvoy", label: "ruvoy", h2: true, start: func(l 
 	return exec.Command(filepath.Join(l.root, "ruvoy"), append(args, l.rackup)...)
 }}
 
-var servers = []server{
+// servers are every cell's server; the peers built from source
+// (peers.go) come last.
+var servers = append([]server{
 	ruvoyServer,
 	{name: "puma-5", label: "puma -t 5", ruby: true, start: func(l launch) *exec.Cmd { return puma(l, 5, l.port) }},
 	{name: "puma-100", label: "puma -t 100", ruby: true, start: func(l launch) *exec.Cmd { return puma(l, 100, l.port) }},
@@ -132,7 +141,7 @@ var servers = []server{
 		start: func(l launch) *exec.Cmd {
 			return exec.Command(filepath.Join(l.root, "ruvoy-nethttp"), "-addr", "127.0.0.1:"+l.port, l.rackup)
 		}},
-}
+}, peerServers...)
 
 // ruvoyWithEnv is ruvoy started with extra environment settings, to measure
 // a setting side by side with the default (bench/run -ruvoy-env). The
