@@ -139,7 +139,11 @@ func TestStreamSlowReader(t *testing.T) {
 	if growth > 32<<20 {
 		t.Errorf("RSS grew by %d MiB serving a slow reader", growth>>20)
 	}
-	if p99 > 50*time.Millisecond {
+	// A producer that held the VM thread would hold the probes for the
+	// stream's 10 s; on a busy 2-core machine a free VM still answers in
+	// tens of milliseconds (65 ms seen in a full `make test` beside
+	// benchmarks), hence a bound well above that and well below a hold.
+	if p99 > 500*time.Millisecond {
 		t.Errorf("other requests' p99 was %v while a slow reader streamed", p99)
 	}
 	eventually(t, 5*time.Second, "the stream closed", func() bool { return s.appStats(t)["slow.closed"] == 1 })
@@ -427,7 +431,9 @@ func TestStreamManyIdleSSE(t *testing.T) {
 	equal(t, "live requests with every stream open", s.appStats(t)["live"], n+1)
 	began := time.Now()
 	equal(t, "a request meanwhile", s.get(t, "/ping").body, "pong")
-	if took := time.Since(began); took > 200*time.Millisecond {
+	// Streams that held the VM would hold this request for good; a busy
+	// machine alone can delay it by hundreds of milliseconds.
+	if took := time.Since(began); took > time.Second {
 		t.Errorf("a request took %v with %d idle streams open", took, n)
 	}
 	cancel()
