@@ -33,6 +33,7 @@ type counters struct {
 	orphans                                              atomic.Int64
 	holds                                                atomic.Int64 // the VM thread held past the hold warning
 	direct                                               atomic.Int64 // requests whose handler waited on its own thread
+	releases                                             atomic.Int64 // idle spells after which memory was given back
 }
 
 func newAdmission(max, perConn int, queueTimeout time.Duration, budget int64, c *counters) *admission {

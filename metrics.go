@@ -157,6 +157,8 @@ var (
 			func(_ *Runtime, s *VMStats) float64 { return float64(s.OffloadBusy) }},
 		{desc("offload_callers_waiting", "Callers waiting for an offload thread."), prometheus.GaugeValue,
 			func(_ *Runtime, s *VMStats) float64 { return float64(s.OffloadWaiting) }},
+		{desc("memory_releases_total", "Idle spells after which this process gave the kernel back malloc's free pages and Go's idle heap (2 s without a request)."), prometheus.CounterValue,
+			func(rt *Runtime, _ *VMStats) float64 { return float64(rt.counters.releases.Load()) }},
 		{desc("ruby_gc_total", "Ruby garbage collections."), prometheus.CounterValue,
 			func(_ *Runtime, s *VMStats) float64 { return float64(s.GCCount) }},
 		{desc("ruby_gc_seconds_total", "Time Ruby spent collecting garbage."), prometheus.CounterValue,

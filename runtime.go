@@ -61,6 +61,7 @@ type Runtime struct {
 	watch     tuning.Watch // the hold detector
 	apps      atomic.Int64 // apps loaded and not closed
 	lastBoot  atomic.Pointer[BootError]
+	release   sync.Once // memory given back once idle, in any process that serves
 
 	pumps conn.Pumps // hijacked connections Go pumps (hijack.go)
 
@@ -159,8 +160,20 @@ func (rt *Runtime) bootLocal() error {
 	ruby.DirectLimit(rt.directSlots())
 	go rt.dispatch()
 	go rt.watch.Run()
-	go tuning.ReleaseWhenIdle(rt.activity, ruby.ReleaseMemory)
+	rt.releaseWhenIdle()
 	return nil
+}
+
+// releaseWhenIdle starts giving memory back once the process is idle
+// (tuning.ReleaseWhenIdle): in a process with its own VM, in a worker, and
+// in a cluster's front end, whose Go heap a burst grows as well.
+func (rt *Runtime) releaseWhenIdle() {
+	rt.release.Do(func() {
+		go tuning.ReleaseWhenIdle(rt.activity, func() {
+			ruby.ReleaseMemory()
+			rt.counters.releases.Add(1)
+		})
+	})
 }
 
 // SetLogger replaces the logger the runtime writes to (a Caddy config

@@ -52,6 +52,7 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, upstreams string
 	rt.poolsMu.Lock()
 	rt.pools[p] = struct{}{}
 	rt.poolsMu.Unlock()
+	rt.releaseWhenIdle()
 	return p, nil
 }
 

@@ -459,6 +459,39 @@ func TestClusterWorkerMaxRSS(t *testing.T) {
 	})
 }
 
+// The front end gives back the Go heap a burst of large responses grew
+// once it has been idle for 2 s, as a single process and each worker do.
+func TestClusterFrontEndReleasesMemoryWhenIdle(t *testing.T) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := start(t, "-w", "1", "--admin-port", adminPort, app("cluster.ru"))
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if r := s.get(t, "/big"); r.status != 200 || len(r.body) != 1<<20 {
+					t.Errorf("/big: %d, %d bytes", r.status, len(r.body))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	before := metricValue(t, admin, "ruvoy_memory_releases_total")
+	time.Sleep(200 * time.Millisecond) // no scrape meanwhile: it would allocate
+	eventually(t, 20*time.Second, "memory given back once idle", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		return metricValue(t, admin, "ruvoy_memory_releases_total") != before
+	})
+	mib := func(name string) float64 {
+		v, _ := strconv.ParseFloat(metricValue(t, admin, name), 64)
+		return v / (1 << 20)
+	}
+	t.Logf("Go heap idle %.1f MiB, of it released %.1f MiB", mib("go_memstats_heap_idle_bytes"), mib("go_memstats_heap_released_bytes"))
+}
+
 // A worker that leaks fast (200 KB a request, 20 clients at once) is
 // caught within a quarter of --worker-max-rss: its memory is read as its
 // requests end, and while another worker serves it takes no new request

@@ -6,6 +6,7 @@ require "fiddle"
 # stays in the call, so no other request runs there meanwhile.
 USLEEP = Fiddle::Function.new(Fiddle.dlopen(nil)["usleep"], [Fiddle::TYPE_INT], Fiddle::TYPE_INT)
 GROWN = []
+BIG = ("x" * (1 << 20)).freeze
 
 if File.exist?(ENV.fetch("CLUSTER_BOOT_FAILS", "/nonexistent"))
   raise "this worker is told to fail its boot"
@@ -67,6 +68,8 @@ run lambda { |env|
       io.close
     end
     [200, { "content-type" => "text/plain", "rack.hijack" => echo }, []]
+  when "/big"
+    [200, text, [BIG]]
   when "/stream"
     body = Enumerator.new { |y| 5.times { |i| y << "chunk #{i}\n"; sleep 0.01 } }
     [200, text, body]
