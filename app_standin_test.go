@@ -30,7 +30,7 @@ var (
 // load loads app into the one runtime the tests share, as an app.
 func load(t *testing.T, app standInApp, o AppOptions) *App {
 	t.Helper()
-	testOnce.Do(func() { testRT = newRuntime(Options{}) })
+	testOnce.Do(func() { testRT = newRuntime(Options{}, maxStreams) })
 	standin.mu.Lock()
 	standin.loading = app
 	standin.mu.Unlock()
@@ -207,8 +207,9 @@ func TestStandinPlacesPerConnection(t *testing.T) {
 func TestStandinResponder(t *testing.T) {
 	apps := map[string]standInApp{
 		"/reset-first": func(vm *standIn, stream uint64, _ wire.RequestHead) {
-			vm.head(stream, 200, -1, "", 0)
-			vm.send(msg.New(wire.OutReset, stream, wire.FlagEnd|wire.FlagFinal, 0, 0))
+			// One batch, as the VM sends a head its body's failure
+			// follows at once.
+			vm.send(headMsg(stream, 200, -1, "", 0), msg.New(wire.OutReset, stream, wire.FlagEnd|wire.FlagFinal, 0, 0))
 		},
 		"/parts": func(vm *standIn, stream uint64, _ wire.RequestHead) {
 			vm.head(stream, 200, -1, "part1", 0)

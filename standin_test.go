@@ -82,15 +82,18 @@ func (s *standIn) Submit(kind uint32, stream uint64, flags uint32, aux uint64, p
 	}
 }
 
-// send puts a message in Go's inbox, and wakes Go if it sleeps.
-func (s *standIn) send(m *msg.Msg) {
+// send puts messages in Go's inbox, all in the batch Go's next poll
+// takes, and wakes Go if it sleeps.
+func (s *standIn) send(ms ...*msg.Msg) {
 	s.mu.Lock()
-	if s.last == nil {
-		s.first = m
-	} else {
-		s.last.SetNext(m)
+	for _, m := range ms {
+		if s.last == nil {
+			s.first = m
+		} else {
+			s.last.SetNext(m)
+		}
+		s.last = m
 	}
-	s.last = m
 	wake := s.sleeping
 	s.sleeping = false
 	s.mu.Unlock()
@@ -160,10 +163,14 @@ func responseHead(length int64, headers [][2]string, body string) []byte {
 // head sends a response head (with body bytes, and flags: wire.FlagEnd
 // and wire.FlagFinal when the response is whole).
 func (s *standIn) head(stream uint64, status int, length int64, body string, flags uint32) {
+	s.send(headMsg(stream, status, length, body, flags))
+}
+
+func headMsg(stream uint64, status int, length int64, body string, flags uint32) *msg.Msg {
 	p := responseHead(length, [][2]string{{"content-type", "text/plain"}}, body)
 	m := msg.New(wire.OutHead, stream, flags, uint64(status), len(p))
 	copy(m.Payload(), p)
-	s.send(m)
+	return m
 }
 
 // data sends body bytes.
