@@ -13,7 +13,9 @@ import (
 // NewRelay makes a worker process's runtime: relay gets what the VM
 // sends Go, to send it on to the front end.
 func NewRelay(o Options, relay func(*msg.Msg)) *Runtime {
-	rt := newRuntime(o)
+	// The front end keeps the streams of a worker's requests; a table of
+	// 65,536 (0.8 MiB) would sit unused here.
+	rt := newRuntime(o, 1)
 	rt.relayTo = relay
 	rt.relayDone = make(chan struct{})
 	return rt

@@ -112,11 +112,13 @@ func Start(o Options) (*Runtime, error) {
 	if running != nil {
 		return running, nil
 	}
-	running = newRuntime(o)
+	running = newRuntime(o, maxStreams)
 	return running, nil
 }
 
-func newRuntime(o Options) *Runtime {
+// newRuntime makes a runtime whose stream table has room for streams
+// requests at once.
+func newRuntime(o Options, streams int) *Runtime {
 	if o.Program == "" {
 		o.Program = "ruvoy"
 	}
@@ -126,7 +128,7 @@ func newRuntime(o Options) *Runtime {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	rt := &Runtime{opts: o, streams: newStreams(maxStreams), replies: make(chan reply, 1),
+	rt := &Runtime{opts: o, streams: newStreams(streams), replies: make(chan reply, 1),
 		pools: map[*frontend.Pool]struct{}{}, procs: tuning.NewProcs(o.ProcsByLoad)}
 	// Go pumps a hijacked connection's bytes: more than a lone request's
 	// work (internal/tuning's Procs).
