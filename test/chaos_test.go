@@ -188,8 +188,14 @@ func TestClusterChaos(t *testing.T) {
 	if got[502] > failed[502] || got[504] > failed[504] {
 		t.Errorf("answers %v, while the log has %v failed by status", got, failed)
 	}
-	if n := strings.Count(s.stderr.String(), `"msg":"ruvoy: a worker stopped reporting`); n != actions["stop"] {
+	// Every worker stopped for good is found out. A worker that is only
+	// slow to report can be too: under -race on a busy 2-core machine one
+	// paused for 0.5 s went 2.9 s without a report (--worker-timeout 2),
+	// and its requests counted as failed above like the others'.
+	if n := strings.Count(s.stderr.String(), `"msg":"ruvoy: a worker stopped reporting`); n < actions["stop"] {
 		t.Errorf("%d workers were stopped for good, %d found out", actions["stop"], n)
+	} else if n > actions["stop"] {
+		t.Logf("%d workers were stopped for good, %d killed as silent", actions["stop"], n)
 	}
 
 	// Nothing leaks in the front end: descriptors and goroutines come back.
