@@ -54,10 +54,12 @@ func (h *harness) cycle(n int) cycleResult {
 	var r cycleResult
 	ctx, stopProbe := context.WithCancel(context.Background())
 	var probing sync.WaitGroup
-	probing.Add(1)
+	probing.Add(2)
 	go func() { defer probing.Done(); h.probeControl(ctx) }()
+	go func() { defer probing.Done(); h.probeAdmin(ctx) }()
 
 	step := func(what string) {
+		h.lat.setPhase(fmt.Sprintf("%d %s", n, what))
 		fmt.Printf("cycle %d: %-28s (%v; control max so far %v)\n", n, what, time.Since(began).Round(time.Second),
 			time.Duration(h.counts.controlMaxNs.Load()).Round(time.Millisecond))
 	}
@@ -129,6 +131,8 @@ func (h *harness) report(results []cycleResult, soak bool) bool {
 	fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d | %v |\n", c.total.Load(), c.ok.Load(), c.expected503.Load(),
 		c.transport.Load(), c.unexpected.Load(), c.steadyFailed.Load(), c.recoveryFailed.Load(), c.controlFailed.Load(),
 		time.Duration(c.controlMaxNs.Load()).Round(time.Millisecond))
+
+	h.lat.print()
 
 	var problems []string
 	if c.transport.Load() > 0 {

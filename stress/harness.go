@@ -28,6 +28,7 @@ type harness struct {
 	mainAddr           string
 	logPath            string
 	counts             *counts
+	lat                latencies
 	bootRSS            int64 // at rest after start, before any traffic
 }
 
