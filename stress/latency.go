@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,17 +18,58 @@ import (
 type latencies struct {
 	mu     sync.Mutex
 	phase  string
+	began  time.Time
+	took   map[string]time.Duration
 	phases []string                              // in the order first seen
 	by     map[string]map[string][]time.Duration // phase -> probe -> samples
 	slow   []string                              // control answers over slowControl, with when
+	sched  map[string][2]time.Duration           // phase -> the VM thread's CPU time and run-queue wait
+	vmTask string                                // /proc/PID/task/TID of the VM thread
+	last   [2]time.Duration
 }
 
 const slowControl = 50 * time.Millisecond
 
+// setPhase starts a phase, closing the last one's account of the VM
+// thread's time: running, and runnable but waiting for a CPU (schedstat).
 func (l *latencies) setPhase(p string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.vmSched()
+	if l.sched == nil {
+		l.sched = map[string][2]time.Duration{}
+	}
+	if l.took == nil {
+		l.took = map[string]time.Duration{}
+	}
+	if l.phase != "" {
+		l.took[l.phase] = time.Since(l.began)
+		l.sched[l.phase] = [2]time.Duration{now[0] - l.last[0], now[1] - l.last[1]}
+	}
+	l.last = now
 	l.phase = p
+	l.began = time.Now()
+}
+
+func (l *latencies) vmSched() (t [2]time.Duration) {
+	b, err := os.ReadFile(l.vmTask + "/schedstat")
+	if err == nil {
+		var run, wait int64
+		fmt.Sscan(string(b), &run, &wait)
+		t = [2]time.Duration{time.Duration(run), time.Duration(wait)}
+	}
+	return t
+}
+
+// findVMThread finds the thread named ruvoy-vm.
+func (l *latencies) findVMThread(pid int) {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range ents {
+		task := fmt.Sprintf("/proc/%d/task/%s", pid, e.Name())
+		if comm, _ := os.ReadFile(task + "/comm"); strings.TrimSpace(string(comm)) == "ruvoy-vm" {
+			l.vmTask = task
+		}
+	}
 }
 
 func (l *latencies) add(probe string, d time.Duration) {
@@ -102,6 +145,16 @@ func (l *latencies) print() {
 			if len(s) > 0 {
 				fmt.Printf("| %s | %s | %d | %s | %s | %s | %d |\n", ph, probe, len(s), r(pct(s, .5)), r(pct(s, .99)), r(s[len(s)-1]), over)
 			}
+		}
+	}
+	fmt.Println()
+	fmt.Println("| phase | wall | VM thread running | VM thread runnable, waiting for a CPU |")
+	fmt.Println("|---|---|---|---|")
+	for _, ph := range l.phases {
+		if w := l.took[ph]; w > 0 {
+			st := l.sched[ph]
+			fmt.Printf("| %s | %s | %.0f%% | %.0f%% |\n", ph, w.Round(time.Second), 100*st[0].Seconds()/w.Seconds(),
+				100*st[1].Seconds()/w.Seconds())
 		}
 	}
 	if len(l.slow) > 0 {
