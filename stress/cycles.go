@@ -199,13 +199,16 @@ func (h *harness) runSoak(d time.Duration) bool {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { h.run(ctx, steadyLoads()...); close(done) }()
+	h.lat.setPhase("soak")
 	go h.probeControl(ctx)
+	go h.probeAdmin(ctx)
 	fmt.Println("| minute | requests | fds | threads | goroutines | Ruby heap live slots | RSS MiB |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	var first resources
 	for m := 1; ; m++ {
 		select {
 		case <-done:
+			h.lat.setPhase("after the soak")
 			h.quiesce()
 			last := h.resources()
 			fmt.Printf("| end | %d | %d | %d | %d | %d | %d |\n", h.counts.total.Load(), last.fds, last.threads,
