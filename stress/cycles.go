@@ -54,10 +54,12 @@ func (h *harness) cycle(n int) cycleResult {
 	var r cycleResult
 	ctx, stopProbe := context.WithCancel(context.Background())
 	var probing sync.WaitGroup
-	probing.Add(1)
+	probing.Add(2)
 	go func() { defer probing.Done(); h.probeControl(ctx) }()
+	go func() { defer probing.Done(); h.probeAdmin(ctx) }()
 
 	step := func(what string) {
+		h.lat.setPhase(fmt.Sprintf("%d %s", n, what))
 		fmt.Printf("cycle %d: %-28s (%v; control max so far %v)\n", n, what, time.Since(began).Round(time.Second),
 			time.Duration(h.counts.controlMaxNs.Load()).Round(time.Millisecond))
 	}
@@ -72,12 +74,17 @@ func (h *harness) cycle(n int) cycleResult {
 	h.quiesce()
 
 	step("request-body overload")
-	r.idleRSS = h.resources().rss // idle, after the phases before warmed it up
+	// RSS alone, read from /proc: resources() also asks the control app
+	// for /stats, three full GCs that hold the VM thread (100-220 ms each
+	// under this load, by the hold detector), which every 100 ms made the
+	// control probe wait behind the harness's own measurement.
+	pid := h.cmd.Process.Pid
+	r.idleRSS = rss(pid) // idle, after the phases before warmed it up
 	var peak atomic.Int64
 	during(*phase, func(ctx context.Context) {
 		go func() {
 			for ctx.Err() == nil {
-				if v := h.resources().rss; v > peak.Load() {
+				if v := rss(pid); v > peak.Load() {
 					peak.Store(v)
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -129,6 +136,8 @@ func (h *harness) report(results []cycleResult, soak bool) bool {
 	fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d | %v |\n", c.total.Load(), c.ok.Load(), c.expected503.Load(),
 		c.transport.Load(), c.unexpected.Load(), c.steadyFailed.Load(), c.recoveryFailed.Load(), c.controlFailed.Load(),
 		time.Duration(c.controlMaxNs.Load()).Round(time.Millisecond))
+
+	h.lat.print()
 
 	var problems []string
 	if c.transport.Load() > 0 {
@@ -190,13 +199,16 @@ func (h *harness) runSoak(d time.Duration) bool {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { h.run(ctx, steadyLoads()...); close(done) }()
+	h.lat.setPhase("soak")
 	go h.probeControl(ctx)
+	go h.probeAdmin(ctx)
 	fmt.Println("| minute | requests | fds | threads | goroutines | Ruby heap live slots | RSS MiB |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	var first resources
 	for m := 1; ; m++ {
 		select {
 		case <-done:
+			h.lat.setPhase("after the soak")
 			h.quiesce()
 			last := h.resources()
 			fmt.Printf("| end | %d | %d | %d | %d | %d | %d |\n", h.counts.total.Load(), last.fds, last.threads,

@@ -28,6 +28,7 @@ type harness struct {
 	mainAddr           string
 	logPath            string
 	counts             *counts
+	lat                latencies
 	bootRSS            int64 // at rest after start, before any traffic
 }
 
@@ -103,6 +104,7 @@ func startHarness(root, binary string) (*harness, error) {
 	fmt.Printf("ruvoy pid %d, main %s (max_requests %d, body budget %d MiB), control %s; log %s\n",
 		h.cmd.Process.Pid, h.main, maxRequests, bodyBudget>>20, h.control, h.logPath)
 	h.bootRSS = h.restRSS()
+	h.lat.findVMThread(h.cmd.Process.Pid)
 	return h, nil
 }
 

@@ -146,6 +146,7 @@ func (h *harness) probeControl(ctx context.Context) {
 		began := time.Now()
 		status, err := call(c, "GET", h.control+"/noop", nil)
 		took := time.Since(began)
+		h.lat.add("control", took)
 		if err != nil || status != 200 {
 			h.counts.controlFailed.Add(1)
 			h.counts.note(fmt.Sprintf("control: %d %v", status, err))

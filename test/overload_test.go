@@ -2,9 +2,11 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,5 +221,39 @@ func TestOverloadGCTime(t *testing.T) {
 	spent := gcSeconds() - before
 	if spent < wall/2 || spent > wall+0.05 {
 		t.Fatalf("GC ran for most of %.3f s of wall time; the metric grew by %.3f s", wall, spent)
+	}
+}
+
+// A request that arrives while many fibers are ready does not wait for all
+// of them: the event loop's turn ends early when messages wait
+// (rv_loop.c's TURN_NS). 40 requests work in slices of 2 ms, all ready at
+// once; one of them sends a request to the server from inside its slice,
+// which records how many slices ran before it started. Before, it waited
+// for the rest of the turn: up to 39 slices, about half of them at the
+// median. Counted in slices, so a busy machine makes the test no looser.
+func TestOverloadTurnIsBounded(t *testing.T) {
+	const spinners = 40
+	s := start(t, app("turns.ru"))
+	equal(t, "connect", s.get(t, "/connect").status, 200)
+	var wg sync.WaitGroup
+	for i := 0; i < spinners; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := s.get(t, "/spin?"+strconv.Itoa(spinners)); r.status != 200 {
+				t.Errorf("spin: status %d", r.status)
+			}
+		}()
+	}
+	wg.Wait()
+	var waited []int
+	if err := json.Unmarshal([]byte(s.get(t, "/waited").body), &waited); err != nil || len(waited) < 15 {
+		t.Fatalf("slices waited by the probes: %v (%v); want 15", waited, err)
+	}
+	sort.Ints(waited)
+	t.Logf("slices the probes waited, sorted: %v", waited)
+	if median := waited[len(waited)/2]; median >= spinners/4 {
+		t.Errorf("a request sent while %d fibers were ready waited %d of their slices at the median (all: %v); want under %d",
+			spinners, median, waited, spinners/4)
 	}
 }
