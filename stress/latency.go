@@ -97,14 +97,7 @@ func (l *latencies) add(probe string, d time.Duration) {
 func (h *harness) probeAdmin(ctx context.Context) {
 	c := newClient(false, 1)
 	defer c.CloseIdleConnections()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, func() {
 		began := time.Now()
 		time.Sleep(time.Millisecond)
 		h.lat.add("harness lag", time.Since(began)-time.Millisecond)
@@ -115,7 +108,7 @@ func (h *harness) probeAdmin(ctx context.Context) {
 		if v := h.metric("ruvoy_vm_loop_lag_seconds"); v >= 0 {
 			h.lat.add("VM loop lag", time.Duration(v*1e9))
 		}
-	}
+	})
 }
 
 func pct(s []time.Duration, p float64) time.Duration {

@@ -135,14 +135,7 @@ func (h *harness) run(ctx context.Context, loads ...load) {
 func (h *harness) probeControl(ctx context.Context) {
 	c := newClient(false, 1)
 	defer c.CloseIdleConnections()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, func() {
 		began := time.Now()
 		status, err := call(c, "GET", h.control+"/noop", nil)
 		took := time.Since(began)
@@ -156,6 +149,20 @@ func (h *harness) probeControl(ctx context.Context) {
 			if int64(took) <= old || h.counts.controlMaxNs.CompareAndSwap(old, int64(took)) {
 				break
 			}
+		}
+	})
+}
+
+// everyTick calls probe every 100 ms until ctx ends.
+func everyTick(ctx context.Context, probe func()) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			probe()
 		}
 	}
 }
