@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ruvoy/ruvoy/internal/msg"
-
 	"go.uber.org/zap"
 )
 
@@ -97,13 +95,5 @@ func (rt *Runtime) pollDirect(slot int) bool {
 func (rt *Runtime) releaseDirect(slot int) {
 	for m := ruby.DirectRelease(slot); m != nil; m = ruby.DirectRelease(slot) {
 		rt.routeAll(m)
-	}
-}
-
-func (rt *Runtime) routeAll(m *msg.Msg) {
-	for m != nil {
-		next := m.Next()
-		rt.route(m)
-		m = next
 	}
 }

@@ -26,14 +26,38 @@ func (rt *Runtime) dispatch() {
 			}
 			continue
 		}
-		for m != nil {
-			next := m.Next()
-			rt.route(m)
-			m = next
-		}
+		rt.routeAll(m)
 	}
 }
 
+// routeAll routes a chain of the VM's messages. Consecutive messages for
+// one stream's queue go to it as one run (streams.deliver).
+func (rt *Runtime) routeAll(m *msg.Msg) {
+	for m != nil {
+		last := m
+		if rt.relayTo == nil && queued(m.Kind()) {
+			for n := last.Next(); n != nil && n.Stream() == m.Stream() && queued(n.Kind()); n = n.Next() {
+				last = n
+			}
+		}
+		next := last.Next()
+		last.SetNext(nil)
+		rt.route(m)
+		m = next
+	}
+}
+
+// queued says whether a message of kind goes to its stream's queue, which
+// its handler reads.
+func queued(kind uint32) bool {
+	switch kind {
+	case wire.OutLog, wire.OutReply, wire.OutUpstream, wire.OutUpstreamCancel, wire.OutCredit:
+		return false
+	}
+	return true
+}
+
+// route routes a message, or a run of messages for one stream's queue.
 func (rt *Runtime) route(m *msg.Msg) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -112,11 +112,14 @@ func (s *streams) lookup(id uint64) *stream {
 	return st
 }
 
-// deliver hands a message from the VM to its stream.
+// deliver hands the VM's messages for one stream to it: m and those
+// chained after it (a run, Runtime.routeAll). A run is queued whole, so
+// that its handler takes together what came together: a head and the
+// reset that follows it at once become one 500, not a head and a cut.
 func (s *streams) deliver(m *msg.Msg) {
 	st := s.lookup(uint64(m.Stream()))
 	if st == nil {
-		dropMsg(m)
+		dropRun(m)
 		return
 	}
 	if m.Kind() == wire.OutCredit {
@@ -133,17 +136,20 @@ func (s *streams) deliver(m *msg.Msg) {
 		m.Free()
 		return
 	}
-	final := m.Flags()&wire.FlagFinal != 0
+	final, last := false, m
+	for c := m; c != nil; c = c.Next() {
+		final = final || c.Flags()&wire.FlagFinal != 0
+		last = c
+	}
 	if st.detached {
-		dropMsg(m)
+		dropRun(m)
 	} else {
-		m.SetNext(nil)
 		if st.tail != nil {
 			st.tail.SetNext(m)
 		} else {
 			st.head = m
 		}
-		st.tail = m
+		st.tail = last
 	}
 	st.mu.Unlock()
 	signal(st.notify)
@@ -313,6 +319,15 @@ func dropMsg(m *msg.Msg) {
 		}
 	}
 	m.Free()
+}
+
+// dropRun drops m and the messages chained after it.
+func dropRun(m *msg.Msg) {
+	for m != nil {
+		next := m.Next()
+		dropMsg(m)
+		m = next
+	}
 }
 
 // signal wakes whoever waits on c, without blocking.

@@ -20,7 +20,7 @@ import (
 // router is the runtime as the pools' Router.
 type router Runtime
 
-func (r *router) Route(m *msg.Msg) { (*Runtime)(r).route(m) }
+func (r *router) Route(m *msg.Msg) { (*Runtime)(r).routeAll(m) }
 func (r *router) Log(m *msg.Msg, fields ...zap.Field) {
 	(*Runtime)(r).logFromVM(m, fields...)
 }

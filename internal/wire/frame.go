@@ -48,6 +48,9 @@ func ReadFrame(r io.Reader, buf *[FrameHeader]byte) (Frame, error) {
 	return f, nil
 }
 
+// FrameLen is the payload length a frame's header h gives.
+func FrameLen(h []byte) uint32 { return order.Uint32(h[24:]) }
+
 // AppendStats appends a WorkerStats payload.
 func AppendStats(b []byte, values [WorkerStatsCount]uint64) []byte {
 	for _, v := range values {

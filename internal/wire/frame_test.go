@@ -13,6 +13,9 @@ func TestFrameRoundTrip(t *testing.T) {
 	if len(b) != 2*FrameHeader+4 {
 		t.Fatalf("frames are %d bytes, want %d", len(b), 2*FrameHeader+4)
 	}
+	if n := FrameLen(b); n != 4 {
+		t.Fatalf("FrameLen of the first header: %d, want 4", n)
+	}
 	r := bytes.NewReader(b)
 	var hdr [FrameHeader]byte
 	f, err := ReadFrame(r, &hdr)

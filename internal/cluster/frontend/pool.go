@@ -44,7 +44,7 @@ type Config struct {
 // A Router takes what the workers send, as the dispatcher takes what this
 // process's VM sends.
 type Router interface {
-	Route(m *msg.Msg)                    // a request's message, or an upstream call
+	Route(m *msg.Msg)                    // messages chained (msg.Next), as the VM sends them: requests' messages, upstream calls
 	Log(m *msg.Msg, fields ...zap.Field) // a log entry the worker's VM made (the caller frees m)
 }
 

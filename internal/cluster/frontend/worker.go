@@ -188,7 +188,12 @@ func (w *Worker) read() {
 	router := w.pool.cfg.Router
 	var hdr [wire.FrameHeader]byte
 	var err error
+	var chain, last *msg.Msg // read, not yet routed
 	for {
+		if chain != nil && !frameBuffered(in) {
+			router.Route(chain)
+			chain, last = nil, nil
+		}
 		var f wire.Frame
 		if f, err = wire.ReadFrame(in, &hdr); err != nil {
 			break
@@ -219,8 +224,19 @@ func (w *Worker) read() {
 		case wire.OutReply:
 			m.Free() // a worker answers its own control messages
 		default:
-			router.Route(m)
+			// What came in one read goes on as one chain, as the local
+			// VM's batch does: a handler takes a head and the reset that
+			// follows it together.
+			if last != nil {
+				last.SetNext(m)
+			} else {
+				chain = m
+			}
+			last = m
 		}
+	}
+	if chain != nil {
+		router.Route(chain)
 	}
 	// A reset is how the socket of a process that died with unread bytes
 	// ends: supervise says why it died.
@@ -228,6 +244,16 @@ func (w *Worker) read() {
 		w.pool.log().Error("ruvoy: reading from a worker failed: killing it", zap.Int("worker", w.slot), zap.Error(err))
 		w.cmd.Process.Kill()
 	}
+}
+
+// frameBuffered says whether a whole frame waits in in, to be read
+// without waiting for the worker.
+func frameBuffered(in *bufio.Reader) bool {
+	if in.Buffered() < wire.FrameHeader {
+		return false
+	}
+	h, _ := in.Peek(wire.FrameHeader)
+	return in.Buffered() >= wire.FrameHeader+int(wire.FrameLen(h))
 }
 
 // control takes a frame of the worker's own kinds.
