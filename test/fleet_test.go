@@ -1,0 +1,204 @@
+package test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A fleet of three ruvoy hosts behind Caddy's reverse_proxy (the ruvoy
+// binary itself, `ruvoy run`), on one machine: each host in its own network
+// namespace, the balancer on the bridge that joins them (fleet_net_test.go).
+
+// fleetHealthFlags are the flags that make a host answer the balancer's
+// health check and leave it before it stops.
+var fleetHealthFlags = []string{}
+
+// fleetCaddyfile is the balancer's configuration: round robin over the
+// hosts, an active health check every 250 ms (one failure takes a host out,
+// two passes bring it back), and a request that finds no host or cannot
+// reach one retried on another for up to 5 s.
+func fleetCaddyfile(n *fleetNet, port string) string {
+	var upstreams []string
+	for _, h := range n.hosts {
+		upstreams = append(upstreams, h.addr())
+	}
+	return fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+}
+http://%s:%s {
+	bind %s
+	reverse_proxy %s {
+		lb_policy round_robin
+		lb_try_duration 5s
+		lb_try_interval 100ms
+		health_uri /up
+		health_interval 250ms
+		health_timeout 2s
+		health_fails 1
+		health_passes 2
+	}
+}
+`, n.gateway, port, n.gateway, strings.Join(upstreams, " "))
+}
+
+// startBalancer serves fleetCaddyfile on the bridge's address.
+func startBalancer(t *testing.T, n *fleetNet) *server {
+	t.Helper()
+	port := freePort(t)
+	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(caddyfile, []byte(fleetCaddyfile(n, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := launchIn(t, "", nil, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	s.addr = n.gateway + ":" + port
+	s.url = "http://" + s.addr
+	s.waitReady(t)
+	return s
+}
+
+// startFleetHost starts host h serving rackup (h2 with two workers) and
+// waits until its health path answers 200.
+func startFleetHost(t *testing.T, n *fleetNet, h fleetHost, rackup string) *server {
+	t.Helper()
+	args := append([]string{"-a", h.ip, "-p", fleetHostPort, "--grace", "10",
+		"--trusted-proxies", n.gateway + "/32"}, fleetHealthFlags...)
+	if h.name == "h2" {
+		args = append(args, "-w", "2")
+	}
+	s := launchNS(t, h.ns, "", []string{"FLEET_HOST=" + h.name}, h.addr(), append(args, app(rackup))...)
+	s.waitReady(t)
+	eventually(t, 60*time.Second, h.name+" answers its health path", func() bool {
+		return fleetGet(s.url+"/up") == 200
+	})
+	return s
+}
+
+// fleetGet is the status of a GET, 0 when there is no answer.
+func fleetGet(url string) int {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// The rolling deploy: with clients sending requests through the balancer
+// all along, each host in turn is stopped (SIGTERM), waited for, and
+// started again with version 2 of the app; no request fails, no stream is
+// cut. Then a host is killed (SIGKILL): only what it was sending is lost.
+// Then who the hosts see as the client, through the balancer and not.
+func TestFleetRollingDeploy(t *testing.T) {
+	n := setupFleetNet(t)
+	hosts := make([]*server, len(n.hosts))
+	for i, h := range n.hosts {
+		hosts[i] = startFleetHost(t, n, h, "fleet_v1.ru")
+	}
+	lb := startBalancer(t, n)
+	const clients = 8
+	load := startFleetLoad(lb.url, clients)
+	defer load.finish() // a failure below leaves no client running
+	for _, h := range n.hosts {
+		eventually(t, 30*time.Second, h.name+" answers through the balancer", func() bool {
+			return load.count("v1 host="+h.name) > 0
+		})
+	}
+
+	began := time.Now()
+	for i, h := range n.hosts {
+		stopping := time.Now()
+		equal(t, h.name+"'s exit status after SIGTERM", hosts[i].stop(), 0)
+		stopped := time.Since(stopping)
+		hosts[i] = startFleetHost(t, n, h, "fleet_v2.ru")
+		eventually(t, 30*time.Second, h.name+" answers v2 through the balancer", func() bool {
+			return load.count("v2 host="+h.name) > 0
+		})
+		t.Logf("%s: stopped in %v, back with v2 after %v", h.name, stopped.Round(time.Millisecond),
+			time.Since(stopping).Round(time.Millisecond))
+	}
+	deployed := time.Since(began)
+	atDeploy, _ := load.snapshot()
+	time.Sleep(time.Second) // v2 only from now on
+	settled, _ := load.snapshot()
+	t.Logf("rolling deploy of %d hosts in %v: %d requests whole (%s), %d failed, %d streams cut",
+		len(n.hosts), deployed.Round(time.Millisecond), atDeploy.total(), atDeploy.byWho(), atDeploy.failed(), atDeploy.cut())
+	for _, p := range settled.problems {
+		t.Errorf("%v", p)
+	}
+	equal(t, "failed requests during the deploy", settled.failed(), 0)
+	equal(t, "streams cut during the deploy", settled.cut(), 0)
+	after := settled.since(atDeploy)
+	for _, h := range n.hosts {
+		if after.ok["v2 host="+h.name] == 0 {
+			t.Errorf("%s gave no v2 answer after the deploy: %s", h.name, after.byWho())
+		}
+		if after.ok["v1 host="+h.name] > 0 {
+			t.Errorf("%s still answered v1 after the deploy: %s", h.name, after.byWho())
+		}
+	}
+
+	// SIGKILL: the requests in flight to the host may be lost, no more;
+	// those that were not yet answered are retried elsewhere.
+	victim := n.hosts[2]
+	before, streaming := load.snapshot()
+	if err := hosts[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	hosts[2].wait(t, 10*time.Second)
+	time.Sleep(2 * time.Second) // several health checks: the balancer has taken it out
+	noticed, _ := load.snapshot()
+	time.Sleep(2 * time.Second)
+	later, _ := load.snapshot()
+	killed, rest := noticed.since(before), later.since(noticed)
+	t.Logf("SIGKILL of %s with %d of its streams under way: %d failed, %d cut, %d requests whole (%s); then %d whole (%s), %d failed or cut",
+		victim.name, streaming["v2 host="+victim.name], killed.failed(), killed.cut(), killed.total(), killed.byWho(),
+		rest.total(), rest.byWho(), len(rest.problems))
+	for _, p := range append(killed.problems, rest.problems...) {
+		t.Logf("%v", p)
+	}
+	if n := len(killed.problems); n > clients {
+		t.Errorf("%d requests lost at the SIGKILL of %s, more than the %d in flight at most", n, victim.name, clients)
+	}
+	for _, p := range killed.problems {
+		if !p.cut || (p.from != "" && p.from != "v2 host="+victim.name) {
+			t.Errorf("lost at the SIGKILL of %s, but not one of its streams: %v", victim.name, p)
+		}
+	}
+	equal(t, "requests that failed once the balancer noticed", len(rest.problems), 0)
+	if rest.ok["v2 host=h1"] == 0 || rest.ok["v2 host=h2"] == 0 || rest.total() != rest.ok["v2 host=h1"]+rest.ok["v2 host=h2"] {
+		t.Errorf("after the SIGKILL, answers from h1 and h2 expected, and only them: %s", rest.byWho())
+	}
+	final := load.finish()
+	t.Logf("all in all: %d requests whole (%s), %d failed, %d cut", final.total(), final.byWho(), final.failed(), final.cut())
+
+	// Who the client is. Through the balancer, the hosts see the client's
+	// address (X-Forwarded-For from the balancer, which they trust); the
+	// balancer replaces what a client claims with the address it sees.
+	curl := func(url string, header ...string) string {
+		args := []string{"curl", "-sS", "--max-time", "20", "--fail"}
+		for _, h := range header {
+			args = append(args, "-H", h)
+		}
+		return inNS(t, fleetClientNS, append(args, url)...)
+	}
+	equal(t, "REMOTE_ADDR through the balancer", curl(lb.url+"/ip"), n.client)
+	equal(t, "X-Forwarded-For through the balancer", curl(lb.url+"/xff"), n.client)
+	spoofed := "X-Forwarded-For: 203.0.113.9"
+	equal(t, "REMOTE_ADDR through the balancer, XFF claimed", curl(lb.url+"/ip", spoofed), n.client)
+	equal(t, "X-Forwarded-For through the balancer, XFF claimed", curl(lb.url+"/xff", spoofed), n.client)
+	// Straight to a host, the client is no trusted proxy: its claim is dropped.
+	direct := hosts[0].url
+	equal(t, "REMOTE_ADDR straight to h1, XFF claimed", curl(direct+"/ip", spoofed), n.client)
+	equal(t, "X-Forwarded-For straight to h1, XFF claimed", curl(direct+"/xff", spoofed), "(none)")
+}
