@@ -11,15 +11,20 @@ import (
 // Stopped once the VM is cleaned up, with the exit status. Caddy's own
 // last words ("exiting") say nothing of the requests.
 
-// Stopping announces a stop: the listeners close, and the requests in
+// Stopping announces a stop: the server serves on for drain (the health
+// check answering 503), then the listeners close, and the requests in
 // flight may finish within grace (0: without a limit).
-func (rt *Runtime) Stopping(signal string, grace time.Duration) {
+func (rt *Runtime) Stopping(signal string, drain, grace time.Duration) {
 	limit := "without a time limit"
 	if grace > 0 {
 		limit = "for up to " + grace.String()
 	}
-	rt.log().Warn("ruvoy: gracefully stopping: no new connections; the requests in flight may finish "+limit,
-		zap.String("signal", signal), zap.Int("requests", rt.Stats().Requests), zap.Duration("grace", grace))
+	first := ""
+	if drain > 0 {
+		first = "serving on for " + drain.String() + " while the health check answers 503, then "
+	}
+	rt.log().Warn("ruvoy: gracefully stopping: "+first+"no new connections; the requests in flight may finish "+limit,
+		zap.String("signal", signal), zap.Int("requests", rt.Stats().Requests), zap.Duration("drain", drain), zap.Duration("grace", grace))
 }
 
 // Stopped says how the stop ended, with the process's exit status

@@ -36,31 +36,27 @@ func (Probes) CaddyModule() caddy.ModuleInfo {
 // Routes returns the probe routes.
 func (Probes) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
-		{Pattern: "/ruvoy/ready", Handler: caddy.AdminHandlerFunc(ready)},
-		{Pattern: "/ruvoy/health", Handler: caddy.AdminHandlerFunc(health)},
+		{Pattern: "/ruvoy/ready", Handler: caddy.AdminHandlerFunc(readyProbe)},
+		{Pattern: "/ruvoy/health", Handler: caddy.AdminHandlerFunc(healthProbe)},
 	}
 }
 
-func ready(w http.ResponseWriter, r *http.Request) error {
-	switch rt := ruvoy.Current(); {
-	case rt == nil || !rt.Serving():
-		http.Error(w, "not ready: no app has booted\n", http.StatusServiceUnavailable)
-	case caddy.Exiting():
-		http.Error(w, "not ready: draining for shutdown\n", http.StatusServiceUnavailable)
-	default:
-		fmt.Fprintln(w, "ready")
+func readyProbe(w http.ResponseWriter, r *http.Request) error {
+	if ok, why := ready(r); !ok {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return nil
 	}
+	fmt.Fprintln(w, "ready")
 	return nil
 }
 
-func health(w http.ResponseWriter, r *http.Request) error {
-	rt := ruvoy.Current()
-	if rt == nil {
+func healthProbe(w http.ResponseWriter, r *http.Request) error {
+	if ruvoy.Current() == nil {
 		fmt.Fprintln(w, "ok (no VM yet)")
 		return nil
 	}
-	if held := rt.Stats().HeldFor; held > StuckAfter {
-		http.Error(w, fmt.Sprintf("unhealthy: Ruby code has held the VM thread for %v\n", held.Round(time.Second)),
+	if held := heldFor(); held > StuckAfter {
+		http.Error(w, fmt.Sprintf("unhealthy: Ruby code has held the VM thread for %v", held.Round(time.Second)),
 			http.StatusServiceUnavailable)
 		return nil
 	}

@@ -68,3 +68,22 @@ func TestCaddyfileEarlyHintsHTTP1(t *testing.T) {
 		t.Error("early_hints_http1 yes was accepted")
 	}
 }
+
+// ruvoy_drain takes a delay; ruvoy_health takes nothing but its matcher.
+func TestCaddyfileDrainAndHealth(t *testing.T) {
+	var d Drain
+	if err := d.UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy_drain {\ndelay 5s\n}")); err != nil || d.Delay != 5e9 {
+		t.Fatalf("ruvoy_drain { delay 5s }: %v, delay %v", err, d.Delay)
+	}
+	for _, bad := range []string{"ruvoy_drain 5s", "ruvoy_drain {\ndelay\n}", "ruvoy_drain {\ndelay soon\n}", "ruvoy_drain {\nwait 5s\n}"} {
+		if err := new(Drain).UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
+			t.Errorf("%q: taken", bad)
+		}
+	}
+	if err := (Health{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy_health")); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Health{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy_health {\nstrict\n}")); err == nil {
+		t.Error("ruvoy_health with an option: taken")
+	}
+}

@@ -32,12 +32,22 @@ func init() {
 // a head, so settle after that read it is past the check, and the request
 // is served within the grace period like any other.
 //
+// Before all that, when the process exits (SIGTERM) and Delay is set, it
+// goes on accepting and serving for Delay while the health check answers
+// 503 (Health): a load balancer takes the host out of its rotation first,
+// and then nothing new comes to a closing port. (Caddy's shutdown_delay
+// does the same, but only after this wrapper has stopped accepting.)
+//
 // It waits for connections that have sent part of a head, for silent ones
 // (nothing sent yet) for silentWait, and settle after the last head ended;
 // at most drainLimit in all. It reads cleartext bytes: a TLS connection is
 // answered by its handshake first, so over TLS it does not help (place it
 // before tls).
 type Drain struct {
+	// Delay is how long a process exit serves on before it stops
+	// accepting (--drain-delay).
+	Delay caddy.Duration `json:"delay,omitempty"`
+
 	logger    *zap.Logger
 	mu        sync.Mutex
 	listeners []*drainListener
@@ -63,12 +73,29 @@ func (*Drain) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// UnmarshalCaddyfile reads the wrapper's name; it takes no options
-// (servers { listener_wrappers { ruvoy_drain tls } }).
-func (*Drain) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() {
-		return d.ArgErr()
+// UnmarshalCaddyfile reads the wrapper and its one option:
+//
+//	servers { listener_wrappers { ruvoy_drain { delay 5s } tls } }
+func (d *Drain) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
+	disp.Next()
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	for disp.NextBlock(0) {
+		if disp.Val() != "delay" {
+			return disp.Errf("ruvoy_drain: unknown option %q (it takes delay DURATION)", disp.Val())
+		}
+		if !disp.NextArg() {
+			return disp.ArgErr()
+		}
+		v, err := caddy.ParseDuration(disp.Val())
+		if err != nil || v < 0 {
+			return disp.Errf("ruvoy_drain: delay %q is not a duration", disp.Val())
+		}
+		d.Delay = caddy.Duration(v)
+		if disp.NextArg() {
+			return disp.ArgErr()
+		}
 	}
 	return nil
 }
@@ -101,6 +128,11 @@ func (d *Drain) WrapListener(l net.Listener) net.Listener {
 
 // Handle drains the wrapper's listeners: the "stopping" event.
 func (d *Drain) Handle(context.Context, caddy.Event) error {
+	if d.Delay > 0 && caddy.Exiting() {
+		d.logger.Info("ruvoy: draining: serving on while the health check answers 503, then stopping",
+			zap.Duration("delay", time.Duration(d.Delay)))
+		time.Sleep(time.Duration(d.Delay))
+	}
 	d.mu.Lock()
 	listeners := d.listeners
 	d.mu.Unlock()

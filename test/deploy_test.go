@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,4 +174,84 @@ func readAnswer(t *testing.T, c net.Conn) string {
 		return fmt.Sprintf("%d %s, cut short: %v", res.StatusCode, b, err)
 	}
 	return fmt.Sprintf("%d %s", res.StatusCode, b)
+}
+
+// --health-path: a balancer's probe on the serving port, answered from Go
+// (the app never sees it): 200 while serving; on SIGTERM 503 for the drain
+// delay while every other request, on new connections too, is still
+// served; then the usual stop, exit 0. The same from a Caddyfile
+// (ruvoy_health, ruvoy_drain's delay), and in cluster mode.
+func TestDeployHealthPath(t *testing.T) {
+	t.Run("ruvoy config.ru", func(t *testing.T) {
+		healthPathDrains(t, start(t, "--health-path", "/up", "--drain-delay", "2", app("core.ru")))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		healthPathDrains(t, start(t, "--health-path", "/up", "--drain-delay", "2", "-w", "1", app("core.ru")))
+	})
+	t.Run("Caddyfile", func(t *testing.T) {
+		port := freePort(t)
+		path, _ := filepath.Abs(app("core.ru"))
+		s, _ := runCaddyfile(t, port, fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	servers {
+		listener_wrappers {
+			ruvoy_drain {
+				delay 2s
+			}
+		}
+	}
+}
+http://:%s {
+	bind 127.0.0.1
+	ruvoy_health /up
+	ruvoy * %s
+}
+`, port, path))
+		healthPathDrains(t, s)
+	})
+}
+
+func healthPathDrains(t *testing.T, s *server) {
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	probe := func() (int, string) {
+		res, err := fresh.Get(s.url + "/up")
+		if err != nil {
+			t.Fatalf("GET /up: %v", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		equal(t, "the probe's Cache-Control", res.Header.Get("Cache-Control"), "no-store")
+		return res.StatusCode, string(b)
+	}
+	code, body := probe()
+	equal(t, "GET /up while serving", fmt.Sprint(code, " ", body), "200 ok\n")
+	head := s.do(t, "HEAD", "/up", nil)
+	equal(t, "HEAD /up", fmt.Sprint(head.status, " ", head.body), "200 ")
+	// core.ru answers any other path itself.
+	equal(t, "GET /upx reaches the app", s.get(t, "/upx").status, 404)
+
+	stopped := time.Now()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	eventually(t, 1500*time.Millisecond, "GET /up answering 503 after SIGTERM", func() bool {
+		code, _ := probe()
+		return code == 503
+	})
+	_, body = probe()
+	equal(t, "GET /up while draining", body, "draining: the server is stopping\n")
+	// Within the delay, requests on new connections are served.
+	for time.Since(stopped) < 1500*time.Millisecond {
+		res, err := fresh.Get(s.url + "/sleep?s=0.05")
+		if err != nil {
+			t.Fatalf("a request %v after SIGTERM, within the drain delay: %v", time.Since(stopped).Round(time.Millisecond), err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		equal(t, "a request within the drain delay", fmt.Sprint(res.StatusCode, " ", string(b)), "200 slept")
+	}
+	equal(t, "exit code", s.wait(t, 30*time.Second), 0)
+	if d := time.Since(stopped); d < 2*time.Second {
+		t.Errorf("stopped %v after SIGTERM, within the drain delay of 2s", d)
+	}
 }

@@ -140,6 +140,14 @@ func buildConfig(o *options) ([]byte, error) {
 			Name: staticFS, FileSystem: m.module(&ruvoycaddy.StaticFS{Root: o.static}, "backend", "ruvoy_static"),
 		}}})
 	}
+	if o.healthPath != "" {
+		// First: a balancer's probe is answered whatever else the path is.
+		health := caddyhttp.Route{
+			MatcherSetsRaw: caddyhttp.RawMatcherSets{{"path": m.json(caddyhttp.MatchPath{o.healthPath})}},
+			HandlersRaw:    []json.RawMessage{m.module(ruvoycaddy.Health{}, "handler", "ruvoy_health")},
+		}
+		routes = append(caddyhttp.RouteList{health}, routes...)
+	}
 	// h2c is listed even without --h2c, where the HTTP/1 guard refuses
 	// HTTP/2's preface (HTTP1Guard.NoH2C): with h1 alone Caddy wraps each
 	// connection in one that hides ReadFrom, and Go then sends no file
@@ -155,7 +163,7 @@ func buildConfig(o *options) ([]byte, error) {
 		// of request smuggling shapes on HTTP/1.x (after TLS, when there
 		// is TLS: configureTLS).
 		ListenerWrappersRaw: []json.RawMessage{
-			m.module(&ruvoycaddy.Drain{}, "wrapper", "ruvoy_drain"),
+			m.module(&ruvoycaddy.Drain{Delay: seconds(o.drainDelay)}, "wrapper", "ruvoy_drain"),
 			m.module(ruvoycaddy.ConnectionIDs{}, "wrapper", "ruvoy_connection_ids"),
 			m.module(ruvoycaddy.HTTP1Guard{NoH2C: !o.h2c}, "wrapper", "ruvoy_http1_guard"),
 		},

@@ -116,7 +116,7 @@ func serve(args []string) int {
 		return 1
 	}
 	caddy.TrapSignals()
-	announceStop(rt, opts.grace)
+	announceStop(rt, opts.drainDelay, opts.grace)
 	if err := caddy.Load(cfg, true); err != nil {
 		// Ruby's error first: Caddy's chain of what it was provisioning
 		// says nothing a user needs.

@@ -77,6 +77,13 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              second, after a first minute (default 1024; 0: off)
         --grace SECONDS      On SIGTERM/SIGINT, let requests finish for up to SECONDS (default 10;
                              0: without a limit)
+        --health-path PATH   Answer PATH on the serving port from Go, for load balancers: 200
+                             while serving; 503 before the app has booted, while stopping,
+                             and when Ruby code has held the VM thread 30 s (default: none)
+        --drain-delay SECONDS
+                             On SIGTERM/SIGINT, serve on for SECONDS, --health-path answering
+                             503, before taking no new connections (default 5 with
+                             --health-path, else 0)
         --pidfile FILE       Write the process id to FILE once serving (removed on exit)
         --reuse-port         Share the port with a process already serving it (an overlapping
                              restart); without it ruvoy refuses a port that is in use
@@ -121,6 +128,8 @@ type options struct {
 	port, address, environment string
 	adminPort                  string
 	grace                      int
+	healthPath                 string  // "": none
+	drainDelay                 float64 // seconds; -1: the default
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
 	maxPerConnection           int     // 0: the default
@@ -181,7 +190,7 @@ func (o *options) url() string {
 // parseOptions reads GNU-style options (pflag's): -p 80, -p80, --port 80,
 // --port=80, before or after the rackup; -- ends them.
 func parseOptions(args []string, getenv func(string) string) (*options, error) {
-	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, holdWarn: -1,
+	o := &options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, drainDelay: -1, holdWarn: -1,
 		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters, writeTimeout: defaultWriteTimeout}
 	if p := getenv("PORT"); p != "" {
 		o.port = p
@@ -205,7 +214,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.StringVar(&o.pidfile, "pid", "", "") // an alias of --pidfile
 	fs.MarkHidden("pid")
 	for name, p := range map[string]*string{"tls-cert": &o.tlsCert, "tls-key": &o.tlsKey, "tls-client-ca": &o.tlsClientCA,
-		"domain": &o.domain, "admin-port": &o.adminPort, "static": &o.static} {
+		"domain": &o.domain, "admin-port": &o.adminPort, "static": &o.static, "health-path": &o.healthPath} {
 		fs.StringVar(p, name, "", "")
 	}
 	// A switch is on once named, whatever follows an = (as ever).
@@ -247,6 +256,14 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		o.writeTimeout = n
 		return nil
 	})
+	fs.Func("drain-delay", "", func(v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || math.IsInf(n, 0) {
+			return fmt.Errorf("--drain-delay: want a number of seconds, got %q", v)
+		}
+		o.drainDelay = n
+		return nil
+	})
 	fs.Func("upstream", "", func(v string) error {
 		u, err := parseUpstream("--upstream", v)
 		o.upstreams = append(o.upstreams, u)
@@ -284,6 +301,16 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	if err := o.checkSocket(); err != nil {
 		return nil, err
+	}
+	if o.healthPath != "" && (!strings.HasPrefix(o.healthPath, "/") || strings.ContainsAny(o.healthPath, "*?# ")) {
+		return nil, fmt.Errorf("--health-path: want a path such as /up, got %q", o.healthPath)
+	}
+	if o.drainDelay < 0 {
+		// A balancer's health check needs a few intervals to see the 503.
+		o.drainDelay = 0
+		if o.healthPath != "" {
+			o.drainDelay = 5
+		}
 	}
 	if o.pidfile != "" {
 		abs, err := filepath.Abs(o.pidfile)
