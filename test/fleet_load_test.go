@@ -32,7 +32,8 @@ type fleetLoad struct {
 // fleetProblem is a request that failed, or a stream cut short.
 type fleetProblem struct {
 	at   time.Duration // since the load began
-	cut  bool          // a stream whose answer began well and ended short
+	req  string        // "GET /", "POST /echo", "GET /stream?n=10"
+	cut  bool          // an answer that began well and ended short
 	from string        // who answered, when known
 	what string
 }
@@ -42,7 +43,11 @@ func (p fleetProblem) String() string {
 	if p.cut {
 		kind = "cut"
 	}
-	return fmt.Sprintf("%s at %v (%s): %s", kind, p.at.Round(time.Millisecond), p.from, p.what)
+	from := ""
+	if p.from != "" {
+		from = " from " + p.from
+	}
+	return fmt.Sprintf("%s at %v: %s%s: %s", kind, p.at.Round(time.Millisecond), p.req, from, p.what)
 }
 
 // fleetFigures is what the load saw up to a moment.
@@ -116,21 +121,23 @@ func startFleetLoad(url string, clients int) *fleetLoad {
 	return l
 }
 
-// client sends a mix: GET /, short streams (0.5 s) and some long ones
-// (3 s, longer than --drain-delay: in flight when a host's graceful stop
-// begins).
+// client sends GET / and POST /echo back to back (even clients), or
+// streams: short ones (0.5 s) and some long ones (3 s, longer than
+// --drain-delay: in flight when a host's graceful stop begins).
 func (l *fleetLoad) client(i int) {
 	defer l.wg.Done()
 	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 4}}
 	defer c.CloseIdleConnections()
 	for n := i; !l.stop.Load(); n++ {
 		switch {
-		case n%10 == 3:
-			l.stream(c, 60)
-		case n%4 == 0:
-			l.stream(c, 10)
-		default:
+		case i%2 == 0 && n%2 == 0:
 			l.root(c)
+		case i%2 == 0:
+			l.post(c, fmt.Sprintf("client %d request %d", i, n))
+		case n%4 == 1:
+			l.stream(c, 60)
+		default:
+			l.stream(c, 10)
 		}
 	}
 }
@@ -151,17 +158,44 @@ func (l *fleetLoad) answered(who string) {
 func (l *fleetLoad) root(c *http.Client) {
 	res, err := c.Get(l.url + "/")
 	if err != nil {
-		l.problem(fleetProblem{what: "GET /: " + err.Error()})
+		l.problem(fleetProblem{req: "GET /", what: err.Error()})
 		return
 	}
 	b, err := io.ReadAll(res.Body)
 	res.Body.Close()
 	who := strings.TrimSuffix(string(b), "\n")
 	switch {
+	case err != nil && res.StatusCode == 200 && fleetName.MatchString(who):
+		// The whole text, but not the chunked body's end.
+		l.problem(fleetProblem{req: "GET /", cut: true, from: who, what: fmt.Sprintf("%q, then %v", b, err)})
 	case err != nil:
-		l.problem(fleetProblem{what: fmt.Sprintf("GET /: %d %q, then %v", res.StatusCode, b, err)})
+		l.problem(fleetProblem{req: "GET /", what: fmt.Sprintf("%d %q, then %v", res.StatusCode, b, err)})
 	case res.StatusCode != 200 || !fleetName.MatchString(who) || !strings.HasSuffix(string(b), "\n"):
-		l.problem(fleetProblem{what: fmt.Sprintf("GET /: %d %q", res.StatusCode, b)})
+		l.problem(fleetProblem{req: "GET /", what: fmt.Sprintf("%d %q", res.StatusCode, b)})
+	default:
+		l.answered(who)
+	}
+}
+
+// post POSTs body to /echo, which answers it back after who answers.
+// Caddy retries a POST only when it could not connect: one that reaches a
+// host that is closing is lost.
+func (l *fleetLoad) post(c *http.Client, body string) {
+	res, err := c.Post(l.url+"/echo", "text/plain", strings.NewReader(body))
+	if err != nil {
+		l.problem(fleetProblem{req: "POST /echo", what: err.Error()})
+		return
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	who, echoed, _ := strings.Cut(string(b), " "+body)
+	switch {
+	case err != nil && res.StatusCode == 200 && fleetName.MatchString(who):
+		l.problem(fleetProblem{req: "POST /echo", cut: true, from: who, what: fmt.Sprintf("%q, then %v", b, err)})
+	case err != nil:
+		l.problem(fleetProblem{req: "POST /echo", what: fmt.Sprintf("%d %q, then %v", res.StatusCode, b, err)})
+	case res.StatusCode != 200 || !fleetName.MatchString(who) || echoed != "\n":
+		l.problem(fleetProblem{req: "POST /echo", what: fmt.Sprintf("%d %q", res.StatusCode, b)})
 	default:
 		l.answered(who)
 	}
@@ -174,23 +208,23 @@ func (l *fleetLoad) stream(c *http.Client, n int) {
 	began := time.Now()
 	res, err := c.Get(l.url + path)
 	if err != nil {
-		l.problem(fleetProblem{what: "GET " + path + ": " + err.Error()})
+		l.problem(fleetProblem{req: "GET " + path, what: err.Error()})
 		return
 	}
 	defer res.Body.Close()
 	if res.StatusCode != 200 {
 		b, _ := io.ReadAll(res.Body)
-		l.problem(fleetProblem{what: fmt.Sprintf("GET %s: %d %q", path, res.StatusCode, b)})
+		l.problem(fleetProblem{req: "GET " + path, what: fmt.Sprintf("%d %q", res.StatusCode, b)})
 		return
 	}
 	first := make([]byte, fleetChunkSize)
 	if got, err := io.ReadFull(res.Body, first); err != nil {
-		l.problem(fleetProblem{cut: true, what: fmt.Sprintf("GET %s: %d bytes of the first chunk, then %v", path, got, err)})
+		l.problem(fleetProblem{req: "GET " + path, cut: true, what: fmt.Sprintf("%d bytes of the first chunk, then %v", got, err)})
 		return
 	}
 	who, _, _ := strings.Cut(string(first), fmt.Sprintf(" 0/%d ", n))
 	if !fleetName.MatchString(who) || string(first) != fleetChunk(who, 0, n) {
-		l.problem(fleetProblem{what: fmt.Sprintf("GET %s: first chunk %q", path, first)})
+		l.problem(fleetProblem{req: "GET " + path, what: fmt.Sprintf("first chunk %q", first)})
 		return
 	}
 	l.mu.Lock()
@@ -211,11 +245,11 @@ func (l *fleetLoad) stream(c *http.Client, n int) {
 		if err == nil {
 			err = errors.New("the body ended")
 		}
-		l.problem(fleetProblem{cut: true, from: who, what: fmt.Sprintf("GET %s: %d of %d bytes in %v, then %v",
-			path, fleetChunkSize+len(rest), fleetChunkSize*n, time.Since(began).Round(time.Millisecond), err)})
+		l.problem(fleetProblem{req: "GET " + path, cut: true, from: who, what: fmt.Sprintf("%d of %d bytes in %v, then %v",
+			fleetChunkSize+len(rest), fleetChunkSize*n, time.Since(began).Round(time.Millisecond), err)})
 	case err != nil || string(rest) != want.String():
-		l.problem(fleetProblem{from: who, what: fmt.Sprintf("GET %s: %d bytes that differ from what was sent (%v)",
-			path, fleetChunkSize+len(rest), err)})
+		l.problem(fleetProblem{req: "GET " + path, from: who, what: fmt.Sprintf("%d bytes that differ from what was sent (%v)",
+			fleetChunkSize+len(rest), err)})
 	default:
 		l.answered(who)
 	}

@@ -1,6 +1,7 @@
 # The app of the fleet tests (fleet_test.go), in two versions: fleet_v1.ru
 # and fleet_v2.ru. FLEET_HOST names the host, so that a client behind the
-# balancer can tell who answered.
+# balancer can tell who answered. The balancer's health check, /up, is
+# answered by ruvoy (--health-path), not here.
 class FleetApp
   CHUNK = 1024
 
@@ -16,7 +17,7 @@ class FleetApp
     when "/stream"
       # n chunks of CHUNK bytes, a pause between: the client checks every
       # byte and that none is missing.
-      n = Integer(query.fetch("n", "20"))
+      n = Integer(query.fetch("n", "10"))
       pause = Float(query.fetch("pause", "0.05"))
       [200, { "content-type" => "text/plain" }, Enumerator.new { |y|
         n.times do |i|
@@ -24,10 +25,11 @@ class FleetApp
           y << FleetApp.chunk(@name, i, n)
         end
       }]
+    when "/echo"
+      # A POST, which a balancer does not retry once sent.
+      text("#{@name} #{env["rack.input"].read}\n")
     when "/ip"
       text(env["REMOTE_ADDR"])
-    when "/up" # TEMPORARY: until --health-path lands on main
-      text("app up\n")
     when "/xff"
       text(env.fetch("HTTP_X_FORWARDED_FOR", "(none)"))
     else
