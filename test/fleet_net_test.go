@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,7 @@ const (
 
 // fleetNet is the network a fleet test made.
 type fleetNet struct {
+	subnet  netip.Prefix
 	gateway string // the bridge's address: the balancer's, the hosts' trusted proxy
 	client  string // the client namespace's address
 	hosts   []fleetHost
@@ -92,6 +94,7 @@ func setupFleetNet(t *testing.T) *fleetNet {
 	if os.Geteuid() != 0 {
 		t.Skip("the fleet tests make network namespaces and a bridge: they need root (CI runs as root)")
 	}
+	lockFleet(t)
 	// What an earlier run that crashed may have left.
 	removeFleetNet()
 	t.Cleanup(func() {
@@ -122,7 +125,7 @@ func setupFleetNet(t *testing.T) *fleetNet {
 		a[3] = n
 		return netip.AddrFrom4(a).String()
 	}
-	n := &fleetNet{gateway: ip(1), client: ip(50)}
+	n := &fleetNet{subnet: subnet, gateway: ip(1), client: ip(50)}
 	for i := range 3 {
 		n.hosts = append(n.hosts, fleetHost{fmt.Sprintf("h%d", i+1), fleetNamespaceNames[i], ip(byte(11 + i))})
 	}
@@ -147,6 +150,49 @@ func setupFleetNet(t *testing.T) *fleetNet {
 		ipRun(t, "-n", ns, "link", "set", "lo", "up")
 	}
 	return n
+}
+
+// fleetLock is held by the process whose test uses the fleet's names: two
+// runs at once on one machine (two worktrees' make e2e) would remove each
+// other's namespaces.
+const fleetLock = "/run/lock/ruvoy-fleet.lock"
+
+// lockFleet waits (5 minutes at most) for fleetLock and holds it until
+// the test ends. A crashed holder's lock goes with its process.
+func lockFleet(t *testing.T) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(fleetLock), 0o755)
+	deadline, said := time.Now().Add(5*time.Minute), false
+	for {
+		f, err := os.OpenFile(fleetLock, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if time.Now().After(deadline) {
+				t.Fatalf("another process has held %s for 5 minutes (a fleet test elsewhere?)", fleetLock)
+			}
+			if !said {
+				t.Logf("waiting for %s: another process runs a fleet test", fleetLock)
+				said = true
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		// The holder before removes the file as it lets go: a lock taken on
+		// a file no longer at the path is no lock.
+		var held, now syscall.Stat_t
+		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(fleetLock, &now) == nil &&
+			held.Dev == now.Dev && held.Ino == now.Ino {
+			t.Cleanup(func() {
+				os.Remove(fleetLock)
+				f.Close()
+			})
+			return
+		}
+		f.Close()
+	}
 }
 
 // removeFleetNet kills what runs in the fleet's namespaces and removes
@@ -193,14 +239,20 @@ func fleetLeftovers() string {
 	return strings.Join(left, ", ")
 }
 
-// launchNS starts the binary with args in namespace ns (`ip netns exec`
-// execs it: the process is ruvoy itself), in directory dir with env added,
-// and stops it (SIGTERM) when the test ends; addr is where it will listen.
-// It does not wait: see waitReady.
+// launchNS starts the binary with args in namespace ns ("": this one;
+// `ip netns exec` execs it: the process is ruvoy itself), in directory dir
+// with env added, and stops it (SIGTERM) when the test ends; addr is where
+// it will listen. It does not wait: see waitReady. Should the test process
+// die first, the kernel kills it (a test timeout would leave it serving).
 func launchNS(t testing.TB, ns, dir string, env []string, addr string, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, addr: addr, url: "http://" + addr, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
-	s.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, binary(t)}, args...)...)
+	if ns == "" {
+		s.cmd = exec.Command(binary(t), args...)
+	} else {
+		s.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, binary(t)}, args...)...)
+	}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
 	s.cmd.Env = append(append(os.Environ(), "RACK_ENV=test"), env...)
@@ -216,11 +268,11 @@ func launchNS(t testing.TB, ns, dir string, env []string, addr string, args ...s
 		s.stop()
 		for _, bad := range []string{"WARNING: DATA RACE", "panic:", "[BUG]", "fatal error:"} {
 			if strings.Contains(s.stderr.String(), bad) {
-				t.Errorf("ruvoy (%s, %s) has %q on its stderr", ns, addr, bad)
+				t.Errorf("ruvoy (%s) has %q on its stderr", addr, bad)
 			}
 		}
 		if t.Failed() {
-			t.Logf("ruvoy in %s (%s) stdout:\n%s\nstderr:\n%s", ns, addr, s.stdout, s.stderr)
+			t.Logf("ruvoy on %s stdout:\n%s\nstderr:\n%s", addr, s.stdout, s.stderr)
 		}
 	})
 	return s

@@ -59,23 +59,28 @@ func startBalancer(t *testing.T, n *fleetNet) *server {
 	if err := os.WriteFile(caddyfile, []byte(fleetCaddyfile(n, port)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := launchIn(t, "", nil, port, "run", "--config", caddyfile, "--adapter", "caddyfile")
-	s.addr = n.gateway + ":" + port
-	s.url = "http://" + s.addr
+	s := launchNS(t, "", "", nil, n.gateway+":"+port, "run", "--config", caddyfile, "--adapter", "caddyfile")
 	s.waitReady(t)
 	return s
 }
 
-// startFleetHost starts host h serving rackup (h2 with two workers) and
-// waits until its health path answers 200.
+// startFleetHost starts host h serving rackup (h2 with two workers),
+// trusting the balancer's X-Forwarded-For.
 func startFleetHost(t *testing.T, n *fleetNet, h fleetHost, rackup string) *server {
 	t.Helper()
-	args := append([]string{"-a", h.ip, "-p", fleetHostPort, "--grace", "10",
-		"--trusted-proxies", n.gateway + "/32"}, fleetHealthFlags...)
+	args := []string{"--grace", "10", "--trusted-proxies", n.gateway + "/32"}
 	if h.name == "h2" {
 		args = append(args, "-w", "2")
 	}
-	s := launchNS(t, h.ns, "", []string{"FLEET_HOST=" + h.name}, h.addr(), append(args, app(rackup))...)
+	return launchFleetHost(t, h, "", []string{"FLEET_HOST=" + h.name}, append(args, app(rackup))...)
+}
+
+// launchFleetHost starts ruvoy on host h with the health flags and args,
+// in dir with env added, and waits until its health path answers 200.
+func launchFleetHost(t *testing.T, h fleetHost, dir string, env []string, args ...string) *server {
+	t.Helper()
+	args = append(append([]string{"-a", h.ip, "-p", fleetHostPort}, fleetHealthFlags...), args...)
+	s := launchNS(t, h.ns, dir, env, h.addr(), args...)
 	s.waitReady(t)
 	eventually(t, 60*time.Second, h.name+" answers its health path", func() bool {
 		status, body := fleetGet(s.url + "/up")
@@ -231,4 +236,48 @@ func TestFleetRollingDeploy(t *testing.T) {
 	direct := hosts[0].url
 	equal(t, "REMOTE_ADDR straight to h1, XFF claimed", curl(direct+"/ip", spoofed), n.client)
 	equal(t, "X-Forwarded-For straight to h1, XFF claimed", curl(direct+"/xff", spoofed), "(none)")
+}
+
+// Action Cable across hosts: the Rails example on hosts h1 and h3, its
+// broadcasts through PostgreSQL (LISTEN/NOTIFY) on the bridge. A
+// subscriber on h1 gets what is posted on h3, byte for byte; h1 is
+// redeployed (SIGTERM, started again), the subscriber connects again and
+// gets the next broadcast from h3.
+func TestFleetBroadcastAcrossHosts(t *testing.T) {
+	n := setupFleetNet(t)
+	db := startPostgresAt(t, "cable", n.gateway, n.subnet)
+	a, c := n.hosts[0], n.hosts[2]
+	dirA, env := railsApp(t, "DATABASE_URL="+db, "CABLE_ADAPTER=postgresql")
+	dirC, _ := railsApp(t, "DATABASE_URL="+db, "CABLE_ADAPTER=postgresql") // migrated already
+	rails := func(h fleetHost, dir string) *server {
+		return launchFleetHost(t, h, dir, env, "-e", "production", "config.ru")
+	}
+	onA, onC := rails(a, dirA), rails(c, dirC)
+
+	sub := dialCable(t, onA, onA.url)
+	sub.subscribe(lobby)
+	p := newPoster(t, onC, "lobby")
+	equal(t, "POST on h3", p.post(t, "lobby", trickyBody), 204)
+	equal(t, "the broadcast on h1", sub.next(), roomMessage("lobby", trickyJSON))
+
+	stopping := time.Now()
+	equal(t, "h1's exit status after SIGTERM", stopFleetHost(t, a, onA), 0)
+	t.Logf("h1 stopped in %v with a WebSocket open", time.Since(stopping).Round(time.Millisecond))
+	// The old connection is closed, not left hanging.
+	for closed := false; !closed; {
+		select {
+		case m, ok := <-sub.recv:
+			if ok {
+				t.Logf("on the old connection before it closed: %s", m)
+			}
+			closed = !ok
+		case <-time.After(30 * time.Second):
+			t.Fatal("h1 exited, but the old WebSocket connection is still open 30s later")
+		}
+	}
+	onA = rails(a, dirA)
+	sub = dialCable(t, onA, onA.url)
+	sub.subscribe(lobby)
+	equal(t, "POST on h3 after h1's redeploy", p.post(t, "lobby", "after the redeploy"), 204)
+	equal(t, "the broadcast on h1 after its redeploy", sub.next(), roomMessage("lobby", `"after the redeploy"`))
 }
