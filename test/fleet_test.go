@@ -122,6 +122,47 @@ func stopFleetHost(t *testing.T, h fleetHost, s *server) int {
 	return s.wait(t, 30*time.Second)
 }
 
+// beginStream starts a stream of n chunks straight from the server at
+// url and reads its first chunk; the function it returns waits for the
+// rest and says what was wrong with it ("" when nothing).
+func beginStream(t *testing.T, url string, n int) func() string {
+	t.Helper()
+	res, err := client.Get(fmt.Sprintf("%s/stream?n=%d", url, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, fleetChunkSize)
+	if _, err := io.ReadFull(res.Body, first); err != nil {
+		t.Fatalf("the first chunk: %v", err)
+	}
+	who, _, _ := strings.Cut(string(first), fmt.Sprintf(" 0/%d ", n))
+	done := make(chan string, 1)
+	go func() {
+		defer res.Body.Close()
+		rest, err := io.ReadAll(res.Body)
+		var want strings.Builder
+		for i := 1; i < n; i++ {
+			want.WriteString(fleetChunk(who, i, n))
+		}
+		switch {
+		case err != nil:
+			done <- fmt.Sprintf("%d of %d bytes, then %v", len(first)+len(rest), n*fleetChunkSize, err)
+		case string(rest) != want.String():
+			done <- fmt.Sprintf("%d bytes, not those sent", len(first)+len(rest))
+		default:
+			done <- ""
+		}
+	}()
+	return func() string {
+		select {
+		case problem := <-done:
+			return problem
+		case <-time.After(30 * time.Second):
+			return "not over 30s later"
+		}
+	}
+}
+
 // The rolling deploy: with clients sending requests through the balancer
 // all along, each host in turn is stopped (SIGTERM), waited for, and
 // started again with version 2 of the app; no request fails, no stream is
@@ -145,9 +186,15 @@ func TestFleetRollingDeploy(t *testing.T) {
 
 	began := time.Now()
 	for i, h := range n.hosts {
+		// A stream from before the SIGTERM to after the drain: the
+		// graceful stop lets it finish (--grace).
+		across := beginStream(t, hosts[i].url, 80)
 		stopping := time.Now()
 		equal(t, h.name+"'s exit status after SIGTERM", stopFleetHost(t, h, hosts[i]), 0)
 		stopped := time.Since(stopping)
+		if problem := across(); problem != "" {
+			t.Errorf("%s: a stream begun before the SIGTERM and lasting 4 s: %s", h.name, problem)
+		}
 		hosts[i] = startFleetHost(t, n, h, "fleet_v2.ru")
 		eventually(t, 30*time.Second, h.name+" answers v2 through the balancer", func() bool {
 			return load.count("v2 host="+h.name) > 0
@@ -201,8 +248,8 @@ func TestFleetRollingDeploy(t *testing.T) {
 	for _, p := range append(killed.problems, rest.problems...) {
 		t.Logf("%v", p)
 	}
-	if n := len(killed.problems); n > clients {
-		t.Errorf("%d requests lost at the SIGKILL of %s, more than the %d in flight at most", n, victim.name, clients)
+	if lost := len(killed.problems); lost > clients {
+		t.Errorf("%d requests lost at the SIGKILL of %s, more than the %d in flight at most", lost, victim.name, clients)
 	}
 	for _, p := range killed.problems {
 		lost := p.cut && p.from == "v2 host="+victim.name || p.req == "POST /echo" && strings.HasPrefix(p.what, "502 ")

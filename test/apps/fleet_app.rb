@@ -18,10 +18,9 @@ class FleetApp
       # n chunks of CHUNK bytes, a pause between: the client checks every
       # byte and that none is missing.
       n = Integer(query.fetch("n", "10"))
-      pause = Float(query.fetch("pause", "0.05"))
       [200, { "content-type" => "text/plain" }, Enumerator.new { |y|
         n.times do |i|
-          sleep pause if i > 0
+          sleep 0.05 if i > 0
           y << FleetApp.chunk(@name, i, n)
         end
       }]
