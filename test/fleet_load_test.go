@@ -123,7 +123,7 @@ func startFleetLoad(url string, clients int) *fleetLoad {
 
 // client sends GET / and POST /echo back to back (even clients), or
 // streams: short ones (0.5 s) and some long ones (3 s, longer than
-// --drain-delay: in flight when a host's graceful stop begins).
+// --drain-delay: one begun as a host's drain begins outlasts it).
 func (l *fleetLoad) client(i int) {
 	defer l.wg.Done()
 	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 4}}
