@@ -256,6 +256,17 @@ func (p *Pool) Pick() *Worker {
 	return best
 }
 
+// Serving says whether a worker takes requests: one that is not leaving
+// and reports.
+func (p *Pool) Serving() bool {
+	for i := range p.slots {
+		if w := p.slots[i].Load(); w != nil && !w.retiring.Load() && !w.gone.Load() && !w.silent.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // workerWait is how long a request that finds no worker serving (all of
 // them restarting) waits for one before it gets 503, as a request waits
 // in the listen queue of a server whose workers accept connections.
