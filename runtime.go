@@ -91,8 +91,22 @@ func Current() *Runtime {
 	return running
 }
 
-// Serving reports whether an app has loaded and not been closed since.
-func (rt *Runtime) Serving() bool { return rt.apps.Load() > 0 }
+// Serving reports whether an app has loaded and not been closed since,
+// and in cluster mode whether each app's pool has a worker that takes
+// requests (not all of them restarting, stopped or frozen).
+func (rt *Runtime) Serving() bool {
+	if rt.apps.Load() == 0 {
+		return false
+	}
+	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
+	for p := range rt.pools {
+		if !p.Serving() {
+			return false
+		}
+	}
+	return true
+}
 
 // RubyVersion is the version of the libruby this binary runs.
 func RubyVersion() string { return ruby.RubyVersion() }

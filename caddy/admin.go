@@ -16,7 +16,8 @@ func init() {
 
 // Probes serves readiness and liveness on the admin API:
 //
-//	GET /ruvoy/ready   200 once an app has booted, 503 before and while draining
+//	GET /ruvoy/ready   200 once an app has booted, 503 before, while draining
+//	                   and while no worker serves (cluster mode)
 //	GET /ruvoy/health  200 while the VM thread gets back to its event loop,
 //	                   503 when Ruby code has held it for StuckAfter
 type Probes struct{}

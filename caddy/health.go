@@ -29,7 +29,8 @@ func init() {
 // without Ruby. It says whether this host should get requests:
 //
 //	200 ok         serving
-//	503 not ready  no app has booted yet
+//	503 not ready  no app has booted yet; in cluster mode, no worker
+//	               serves (all restarting, stopped or frozen)
 //	503 draining   the server is stopping (SIGTERM): --drain-delay, then
 //	               the grace period
 //	503 unhealthy  Ruby code has held the VM thread for StuckAfter
@@ -79,7 +80,7 @@ func (Health) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 // draining too.
 func ready(r *http.Request) (bool, string) {
 	if rt := ruvoy.Current(); rt == nil || !rt.Serving() {
-		return false, "not ready: no app has booted"
+		return false, "not ready: no app has booted, or no worker serves"
 	}
 	if caddy.Exiting() {
 		return false, "draining: the server is stopping"

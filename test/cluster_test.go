@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,6 +231,60 @@ func TestClusterCrashLoopBacksOff(t *testing.T) {
 	}
 	os.Remove(marker)
 	eventually(t, 60*time.Second, "two workers again", func() bool { return len(s.pids(t, 20)) == 2 })
+}
+
+// A worker stopped while it loads its app is killed once it has taken 4x
+// --worker-timeout, and another takes its slot: neither the replacement
+// nor a rolling restart waits for it forever. The surviving worker serves
+// throughout.
+func TestClusterWorkerStoppedWhileBooting(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "slow")
+	port := freePort(t)
+	s := launchIn(t, "", []string{"CLUSTER_BOOT_SLOW=" + slow}, port, "-p", port, "-w", "2", "--worker-timeout", "1", app("cluster.ru"))
+	s.waitReady(t)
+	before := workerPids(t, s)
+	equal(t, "workers", len(before), 2)
+	os.WriteFile(slow, nil, 0o644) // boots take 3 s from now on
+	for _, stop := range []string{"a replacement", "a rolling restart's worker"} {
+		if stop == "a replacement" {
+			s.get(t, "/crash")
+		} else {
+			s.cmd.Process.Signal(syscall.SIGUSR2)
+		}
+		var booting int
+		eventually(t, 20*time.Second, stop+" booting", func() bool {
+			for _, pid := range workerPids(t, s) {
+				if !slices.Contains(before, pid) {
+					booting = pid
+					return true
+				}
+			}
+			return false
+		})
+		syscall.Kill(booting, syscall.SIGSTOP)
+		eventually(t, 30*time.Second, stop+" killed", func() bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", booting))
+			return err != nil || strings.Contains(procState(booting), "Z")
+		})
+		for range 10 {
+			equal(t, "a request while "+stop+" is stopped", s.get(t, "/pid").status, 200)
+		}
+		before = append(before, booting)
+	}
+	mustContain(t, "the log", s.stderr.String(), "did not finish loading its app in 4s (stopped, or stuck): killed")
+	os.Remove(slow)
+	eventually(t, 60*time.Second, "two workers again", func() bool { return len(s.pids(t, 20)) == 2 })
+	equal(t, "exit status", s.stop(), 0)
+}
+
+// procState is a process's state letter from /proc (Z: a zombie), or "".
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
+	return strings.Fields(rest)[0]
 }
 
 // Balancing is by request: while Ruby code holds one worker's VM thread

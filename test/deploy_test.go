@@ -186,7 +186,19 @@ func TestDeployHealthPath(t *testing.T) {
 		healthPathDrains(t, start(t, "--health-path", "/up", "--drain-delay", "2", app("core.ru")))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		healthPathDrains(t, start(t, "--health-path", "/up", "--drain-delay", "2", "-w", "1", app("core.ru")))
+		s := start(t, "--health-path", "/up", "--drain-delay", "2", "-w", "1", app("core.ru"))
+		// A worker that stops reporting (2 s silent) takes the host out.
+		worker := workerPids(t, s)[0]
+		syscall.Kill(worker, syscall.SIGSTOP)
+		eventually(t, 10*time.Second, "GET /up answering 503 while the only worker is stopped", func() bool {
+			return s.get(t, "/up").status == 503
+		})
+		mustContain(t, "GET /up while the only worker is stopped", s.get(t, "/up").body, "no worker serves")
+		syscall.Kill(worker, syscall.SIGCONT)
+		eventually(t, 10*time.Second, "GET /up answering 200 once it reports again", func() bool {
+			return s.get(t, "/up").status == 200
+		})
+		healthPathDrains(t, s)
 	})
 	t.Run("Caddyfile", func(t *testing.T) {
 		port := freePort(t)

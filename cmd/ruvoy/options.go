@@ -29,7 +29,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              requests end; cluster mode; default: never)
         --worker-timeout SECONDS
                              Kill a worker that has not reported for SECONDS (stopped, frozen),
-                             answering its requests 504; a new one takes its place (default 30)
+                             answering its requests 504, or has not loaded the app in 4x SECONDS;
+                             a new one takes its place (default 30)
         --tls-cert FILE      Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN, and HTTP/3 on the same
         --tls-key FILE       port) with this certificate and key (PEM)
         --tls-client-ca FILE Ask clients for certificates signed by this CA (PEM); the app

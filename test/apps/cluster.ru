@@ -11,6 +11,7 @@ BIG = ("x" * (1 << 20)).freeze
 if File.exist?(ENV.fetch("CLUSTER_BOOT_FAILS", "/nonexistent"))
   raise "this worker is told to fail its boot"
 end
+sleep 3 if File.exist?(ENV.fetch("CLUSTER_BOOT_SLOW", "/nonexistent"))
 
 use Rack::Lint
 run lambda { |env|

@@ -97,6 +97,11 @@ const (
 	rssEvery = 10 * time.Millisecond
 	// DefaultTimeout is --worker-timeout's default.
 	DefaultTimeout = 30 * time.Second
+	// bootTimeouts is how many timeouts a worker may take to load its app
+	// (2 minutes by default), with no report meanwhile: one stopped or
+	// stuck in its boot is killed, or a start, a replacement or a rolling
+	// restart would wait for it forever.
+	bootTimeouts = 4
 	// stopWait is how long a stopped worker has to exit before it is
 	// killed: it unwinds its requests and cleans its VM up (the runtime's
 	// Shutdown: 3 s, then 5 s).
@@ -187,7 +192,16 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 	cfg.Slot = slot
 	b, _ := json.Marshal(cfg)
 	w.out.send(wire.WorkerConfig, 0, 0, 0, b)
-	r := <-w.ready
+	var r bootResult
+	select {
+	case r = <-w.ready:
+	case <-time.After(bootTimeouts * p.cfg.Timeout):
+		w.retiring.Store(true) // its end starts no other worker (exited): the caller does
+		w.cmd.Process.Kill()
+		<-w.ready // supervise's, once it has ended
+		r.err = fmt.Errorf("ruvoy: worker %d did not finish loading its app in %v (stopped, or stuck): killed",
+			slot, bootTimeouts*p.cfg.Timeout)
+	}
 	if r.err != nil {
 		w.retire()
 		return nil, r.err
@@ -240,6 +254,17 @@ func (p *Pool) Pick() *Worker {
 		}
 	}
 	return best
+}
+
+// Serving says whether a worker takes requests: one that is not leaving
+// and reports.
+func (p *Pool) Serving() bool {
+	for i := range p.slots {
+		if w := p.slots[i].Load(); w != nil && !w.retiring.Load() && !w.gone.Load() && !w.silent.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // workerWait is how long a request that finds no worker serving (all of
