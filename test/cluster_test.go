@@ -240,7 +240,7 @@ func TestClusterCrashLoopBacksOff(t *testing.T) {
 func TestClusterWorkerStoppedWhileBooting(t *testing.T) {
 	slow := filepath.Join(t.TempDir(), "slow")
 	port := freePort(t)
-	s := launchIn(t, "", []string{"CLUSTER_BOOT_SLOW=" + slow}, port, "-p", port, "-w", "2", "--worker-timeout", "1", app("cluster.ru"))
+	s := launchIn(t, "", []string{"CLUSTER_BOOT_SLOW=" + slow}, port, "-p", port, "-w", "2", "--worker-timeout", "2", app("cluster.ru"))
 	s.waitReady(t)
 	before := workerPids(t, s)
 	equal(t, "workers", len(before), 2)
@@ -271,7 +271,7 @@ func TestClusterWorkerStoppedWhileBooting(t *testing.T) {
 		}
 		before = append(before, booting)
 	}
-	mustContain(t, "the log", s.stderr.String(), "did not finish loading its app in 4s (stopped, or stuck): killed")
+	mustContain(t, "the log", s.stderr.String(), "did not finish loading its app in 8s (stopped, or stuck): killed")
 	os.Remove(slow)
 	eventually(t, 60*time.Second, "two workers again", func() bool { return len(s.pids(t, 20)) == 2 })
 	equal(t, "exit status", s.stop(), 0)

@@ -199,7 +199,9 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 		w.retiring.Store(true) // its end starts no other worker (exited): the caller does
 		w.cmd.Process.Kill()
 		<-w.ready // supervise's, once it has ended
-		r.err = fmt.Errorf("ruvoy: worker %d did not finish loading its app in %v (stopped, or stuck): killed",
+		// Not retired: a worker told to stop counts its exit in the
+		// server's status, and this one was not stopping but killed.
+		return nil, fmt.Errorf("ruvoy: worker %d did not finish loading its app in %v (stopped, or stuck): killed",
 			slot, bootTimeouts*p.cfg.Timeout)
 	}
 	if r.err != nil {
