@@ -193,19 +193,25 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 	b, _ := json.Marshal(cfg)
 	w.out.send(wire.WorkerConfig, 0, 0, 0, b)
 	var r bootResult
+	timedOut := false
 	select {
 	case r = <-w.ready:
 	case <-time.After(bootTimeouts * p.cfg.Timeout):
-		w.retiring.Store(true) // its end starts no other worker (exited): the caller does
-		w.cmd.Process.Kill()
-		<-w.ready // supervise's, once it has ended
-		// Not retired: a worker told to stop counts its exit in the
-		// server's status, and this one was not stopping but killed.
-		return nil, fmt.Errorf("ruvoy: worker %d did not finish loading its app in %v (stopped, or stuck): killed",
+		timedOut = true
+		r.err = fmt.Errorf("ruvoy: worker %d did not finish loading its app in %v (stopped, or stuck): killed",
 			slot, bootTimeouts*p.cfg.Timeout)
 	}
 	if r.err != nil {
-		w.retire()
+		// It is not told to stop, as a stopping worker's exit status is
+		// the server's: it ends by itself (its boot failed), else it is
+		// killed. No other worker starts when it ends (exited): the
+		// caller decides.
+		w.retiring.Store(true)
+		if timedOut {
+			w.cmd.Process.Kill()
+		} else {
+			time.AfterFunc(stopWait, func() { w.cmd.Process.Kill() }) // once it has exited, this fails harmlessly
+		}
 		return nil, r.err
 	}
 	w.heard.Store(time.Now().UnixNano())
