@@ -246,36 +246,12 @@ func fleetLeftovers() string {
 // die first, the kernel kills it (a test timeout would leave it serving).
 func launchNS(t testing.TB, ns, dir string, env []string, addr string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, addr: addr, url: "http://" + addr, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
-	if ns == "" {
-		s.cmd = exec.Command(binary(t), args...)
-	} else {
-		s.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, binary(t)}, args...)...)
+	cmd := exec.Command(binary(t), args...)
+	if ns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", ns, binary(t)}, args...)...)
 	}
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	s.cmd.Stdout = s.stdout
-	s.cmd.Stderr = s.stderr
-	s.cmd.Env = append(append(os.Environ(), "RACK_ENV=test"), env...)
-	s.cmd.Dir = dir
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.stop()
-		for _, bad := range []string{"WARNING: DATA RACE", "panic:", "[BUG]", "fatal error:"} {
-			if strings.Contains(s.stderr.String(), bad) {
-				t.Errorf("ruvoy (%s) has %q on its stderr", addr, bad)
-			}
-		}
-		if t.Failed() {
-			t.Logf("ruvoy on %s stdout:\n%s\nstderr:\n%s", addr, s.stdout, s.stderr)
-		}
-	})
-	return s
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return launchCmd(t, cmd, dir, env, addr)
 }
 
 // inNS runs a command in namespace ns and returns its standard output.

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -14,6 +15,15 @@ import (
 // test and returns a URL for database name. As root it runs as the
 // postgres user, which the server insists on.
 func startPostgres(t *testing.T, name string) string {
+	t.Helper()
+	return startPostgresAt(t, name, "127.0.0.1", netip.Prefix{})
+}
+
+// startPostgresAt is startPostgres listening on listen, and letting in
+// clients from allow too when it is valid (trust: a throwaway cluster on
+// a private bridge): the fleet's hosts, in their own namespaces, reach it
+// on the bridge's address (fleet_test.go).
+func startPostgresAt(t *testing.T, name, listen string, allow netip.Prefix) string {
 	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(bins) == 0 {
@@ -46,9 +56,17 @@ func startPostgres(t *testing.T, name string) string {
 		}
 	}
 	run(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
+	if allow.IsValid() {
+		hba, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(hba, "host all all %s trust\n", allow)
+		hba.Close()
+	}
 	run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "start",
-		"-o", fmt.Sprintf("-p %s -k %s -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off", port, dir))
+		"-o", fmt.Sprintf("-p %s -k %s -c listen_addresses=%s -c max_connections=200 -c fsync=off", port, dir, listen))
 	t.Cleanup(func() { as(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() })
-	run(filepath.Join(bin, "psql"), "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-c", "CREATE DATABASE "+name)
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/%s", port, name)
+	run(filepath.Join(bin, "psql"), "-h", listen, "-p", port, "-U", "postgres", "-c", "CREATE DATABASE "+name)
+	return fmt.Sprintf("postgres://postgres@%s:%s/%s", listen, port, name)
 }

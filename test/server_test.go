@@ -104,9 +104,15 @@ func launch(t testing.TB, port string, args ...string) *server {
 // launchIn is launch in directory dir, with env added to the environment.
 func launchIn(t testing.TB, dir string, env []string, port string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, addr: "127.0.0.1:" + port, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
-	s.url = "http://" + s.addr
-	s.cmd = exec.Command(binary(t), args...)
+	return launchCmd(t, exec.Command(binary(t), args...), dir, env, "127.0.0.1:"+port)
+}
+
+// launchCmd starts cmd (the binary, maybe wrapped) in directory dir with
+// env added, listening on addr, and stops it (SIGTERM) when the test ends.
+// It does not wait: see waitReady.
+func launchCmd(t testing.TB, cmd *exec.Cmd, dir string, env []string, addr string) *server {
+	t.Helper()
+	s := &server{t: t, addr: addr, url: "http://" + addr, cmd: cmd, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
 	s.cmd.Env = append(append(os.Environ(), "RACK_ENV=test"), env...)
@@ -123,11 +129,11 @@ func launchIn(t testing.TB, dir string, env []string, port string, args ...strin
 		// The race-detector build reports races on stderr and goes on.
 		for _, bad := range []string{"WARNING: DATA RACE", "panic:", "[BUG]", "fatal error:"} {
 			if strings.Contains(s.stderr.String(), bad) {
-				t.Errorf("ruvoy's stderr has %q", bad)
+				t.Errorf("ruvoy (%s) has %q on its stderr", addr, bad)
 			}
 		}
 		if t.Failed() {
-			t.Logf("ruvoy stdout:\n%s\nruvoy stderr:\n%s", s.stdout, s.stderr)
+			t.Logf("ruvoy on %s stdout:\n%s\nstderr:\n%s", addr, s.stdout, s.stderr)
 		}
 	})
 	return s
