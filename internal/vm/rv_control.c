@@ -68,6 +68,9 @@ void rv_control_handle(rv_msg *m)
     case RV_IN_RELAY:
         rv_relay_begin(m);
         break;
+    case RV_IN_FORK:
+        rv_template_fork(m);
+        break;
     default:
         break;
     }

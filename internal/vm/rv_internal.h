@@ -12,6 +12,7 @@
 #include <ruby/st.h>
 #include <stdatomic.h>
 
+#include <signal.h>
 #include "vm.h"
 #include "rv_wire.h"
 
@@ -213,6 +214,7 @@ VALUE rv_interrupt_exception(rv_stream *s);
 void rv_stream_init(void);
 void rv_interrupt_deliver(rv_msg *m);
 void rv_interrupt_init(void);
+void rv_interrupt_restart(void);
 void rv_early_hints_init(void);
 void rv_request_start(rv_msg *m);
 void rv_stream_deliver(rv_msg *m);
@@ -253,6 +255,10 @@ void rv_scheduler_install(void);
 
 void rv_signals_save(void);
 void rv_signals_fix(void);
+void rv_signals_refix(const struct sigaction *was);
+extern int rv_forked_app; /* rv_template.c */
+void rv_template_fork(rv_msg *m);
+void rv_template_after_go(void);
 void rv_signals_block(void);
 void rv_signal_fixup(int sig);
 void rv_hold_init(void);

@@ -177,6 +177,17 @@ void rv_interrupt_init(void)
 {
     rb_define_module_function(rv_mRuvoy, "_current_request", current_request, 0);
     rb_define_module_function(rv_mRuvoy, "_raise_in_request", raise_in_request, 2);
+    rv_interrupt_restart();
+}
+
+/* The pipe and the interrupter thread, at boot and in a forked worker. */
+void rv_interrupt_restart(void)
+{
+    if (pipe_fds[0] >= 0) {
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+        pipe_fds[0] = pipe_fds[1] = -1;
+    }
     if (pipe2(pipe_fds, O_CLOEXEC) < 0)
         return; /* the loop alone interrupts: a request that never yields is not */
     fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK);

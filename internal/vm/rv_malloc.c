@@ -27,7 +27,7 @@
  * server goes idle (rv_release_memory). A constructor: it must run before
  * any thread but the first has allocated (glibc fixes how many arenas it
  * makes when it first needs one more), so before Go starts its threads. */
-__attribute__((constructor)) static void tune_malloc(void)
+__attribute__((constructor(200))) static void tune_malloc(void)
 {
 #ifdef __GLIBC__
     mallopt(M_TRIM_THRESHOLD, 8 << 20);

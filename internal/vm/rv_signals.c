@@ -72,6 +72,20 @@ void rv_signals_fix(void)
     }
 }
 
+/* In a forked worker (rv_template.c), once Go has started and installed its
+ * handlers over those the VM had at the fork (was): Go's are saved as at a
+ * boot, and the VM's own put back. */
+void rv_signals_refix(const struct sigaction *was)
+{
+    rv_signals_save();
+    int mine[] = {SIGVTALRM, SIGCHLD, rv_hold_signal()};
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+        sigaction(mine[i], &was[mine[i]], NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (is_fault(sig))
+            sigaction(sig, &was[sig], NULL);
+}
+
 /* Signals meant for the process go to Go's threads, never to this one. */
 void rv_signals_block(void)
 {

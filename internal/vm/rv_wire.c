@@ -119,3 +119,17 @@ int rv_req_header_read(rv_reader *r, rv_req_header *out)
     }
     return rv_read_str(r, &out->value, &out->value_len) && out->value_len >= 0;
 }
+
+int rv_template_settings_read(const char *p, size_t n, rv_template_settings *s)
+{
+    rv_reader r = {p, p + n};
+    const char *w;
+    if (!rv_read_str(&r, &s->program, &s->program_len) || s->program_len < 0 ||
+        !rv_read_str(&r, &s->argv, &s->argv_len) || s->argv_len < 0 ||
+        !rv_read_str(&r, &s->rubylib, &s->rubylib_len) || s->rubylib_len < 0 ||
+        !rv_read_str(&r, &s->load, &s->load_len) || s->load_len < 0 ||
+        !rv_read_u32(&r, &s->argc) || !rv_read_u32(&r, &s->max_streams) || !rv_read_bytes(&r, 8, &w))
+        return 0;
+    memcpy(&s->window, w, 8);
+    return r.p == r.end;
+}

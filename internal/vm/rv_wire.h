@@ -69,6 +69,17 @@ typedef struct rv_req_header {
 
 int rv_req_header_read(rv_reader *r, rv_req_header *out);
 
+/* A template's settings (wire.h, "Templates"): strings point into the
+ * payload; each *_len is its length. */
+typedef struct rv_template_settings {
+    const char *program, *argv, *rubylib, *load;
+    long program_len, argv_len, rubylib_len, load_len;
+    uint32_t argc, max_streams;
+    uint64_t window;
+} rv_template_settings;
+
+int rv_template_settings_read(const char *p, size_t n, rv_template_settings *s);
+
 /* The request header a code names, or NULL. */
 const char *rv_header_name(int code);
 enum { RV_HEADER_COUNT = sizeof((const char *[]){RV_HEADER_NAMES}) / sizeof(const char *) };

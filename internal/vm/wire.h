@@ -45,6 +45,7 @@ enum {
     RV_IN_INTERRUPT,   /* raise in request stream's fiber (0: every request); aux: RV_INTR_* */
     RV_IN_HIJACKED,    /* the connection is the app's: aux is its descriptor (the VM owns it; RV_FLAG_TCP: the client's socket); RV_FLAG_FAILED: it could not be handed over, payload says why */
     RV_IN_RELAY,       /* control (a worker): read and write the front end's socket, descriptor aux, from now on, its requests for app flags; payload: bytes of it already read (rv_relay.c) */
+    RV_IN_FORK,        /* control (a template): fork a worker; aux: its socket (low 32 bits) and urgent socket (high), flags: its slot (rv_template.c) */
 };
 
 /* Message kinds, VM -> Go. */
@@ -90,6 +91,21 @@ enum {
     RV_WORKER_READY,       /* worker -> front end: aux 1 the app loaded, 0 it failed (payload: Ruby's error) */
     RV_WORKER_STATS,       /* worker -> front end: the VM's figures, RV_WORKER_STATS_COUNT u64s (vm.h's rv_vm_stats order), then its RSS */
     RV_WORKER_HELD,        /* worker -> front end: aux 1 Ruby code holds the VM thread, 0 it let go */
+};
+
+/*
+ * Templates (--preload): a template process boots the app once and forks
+ * the workers (rv_template.c). Its socket to the front end carries frames
+ * as a worker's does. The front end sends RV_TEMPLATE_BOOT first, its
+ * payload strings: $0, ARGV (NUL-separated), the embedded Ruby library
+ * (name, NUL, source, NUL, ...), an RV_IN_LOAD_APP payload; then u32 ARGV's
+ * count, u32 the stream table's size, u64 the response window. Every frame the
+ * front end sends gets one RV_TEMPLATE_REPLY.
+ */
+enum {
+    RV_TEMPLATE_BOOT = 112,     /* front end -> template, first: its settings (above) */
+    RV_TEMPLATE_FORK,           /* front end -> template: fork the worker of slot flags; its socket and urgent socket come with the frame (SCM_RIGHTS) */
+    RV_TEMPLATE_REPLY,          /* template -> front end: aux the app's number once it loaded, or the forked worker's pid; 0: it failed, payload says why */
 };
 enum {
     RV_FRAME_HEADER = 32,

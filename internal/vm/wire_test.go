@@ -116,6 +116,31 @@ func TestStringsBothWays(t *testing.T) {
 	}
 }
 
+// A template's settings as the front end writes them are what
+// rv_template.c reads; cut short, they are refused.
+func TestTemplateSettingsGoToC(t *testing.T) {
+	want := wire.TemplateSettings{Program: "ruvoy", Args: []string{"-x", "", "ü"}, RubyLib: []string{"<ruvoy>/a.rb", "A = 1\n"},
+		Rackup: "/srv/config.ru", Environment: "production", Upstreams: "a,b", MaxStreams: 1 << 16, Window: 5 << 30}
+	p := wire.AppendTemplateSettings(nil, want)
+	got, load, ok := readTemplateSettingsC(p)
+	wantLoad := wire.AppendLoadApp(nil, want.Rackup, want.Environment, want.Upstreams)
+	if !ok || !bytes.Equal(load, wantLoad) {
+		t.Fatalf("C read %+v, load %q (%v)", got, load, ok)
+	}
+	got.Rackup, got.Environment, got.Upstreams = want.Rackup, want.Environment, want.Upstreams
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("C read %+v, want %+v", got, want)
+	}
+	for _, n := range []int{0, 4, len(p) - 1} {
+		if _, _, ok := readTemplateSettingsC(p[:n]); ok {
+			t.Fatalf("C read settings cut to %d of %d bytes", n, len(p))
+		}
+	}
+	if _, _, ok := readTemplateSettingsC(append(p, 0)); ok {
+		t.Fatal("C read settings with a byte too many")
+	}
+}
+
 // Whatever the bytes, the two request-head readers agree: both refuse,
 // or both read the same head.
 func FuzzRequestHeadReaders(f *testing.F) {

@@ -13,6 +13,7 @@ static int rv_check_header(rv_reader *r, rv_req_header *h) { return rv_req_heade
 import "C"
 
 import (
+	"bytes"
 	"unsafe"
 
 	"github.com/ruvoy/ruvoy/internal/wire"
@@ -108,4 +109,32 @@ func readStringC(p []byte) (s []byte, n int, ok bool) {
 		return nil, n, true
 	}
 	return C.GoBytes(unsafe.Pointer(sp), C.int(sl)), n, true
+}
+
+// readTemplateSettingsC reads a template's settings with rv_wire.c's
+// reader, as rv_template.c does.
+func readTemplateSettingsC(p []byte) (s wire.TemplateSettings, load []byte, ok bool) {
+	cp := C.CBytes(p)
+	defer C.free(cp)
+	var c C.rv_template_settings
+	if C.rv_template_settings_read((*C.char)(cp), C.size_t(len(p)), &c) == 0 {
+		return s, nil, false
+	}
+	split := func(p *C.char, n C.long) []string {
+		var out []string
+		for _, part := range bytes.SplitAfter(C.GoBytes(unsafe.Pointer(p), C.int(n)), []byte{0}) {
+			if len(part) > 0 {
+				out = append(out, string(part[:len(part)-1]))
+			}
+		}
+		return out
+	}
+	s.Program = C.GoStringN(c.program, C.int(c.program_len))
+	s.Args = split(c.argv, c.argv_len)
+	s.RubyLib = split(c.rubylib, c.rubylib_len)
+	s.MaxStreams, s.Window = uint32(c.max_streams), uint64(c.window)
+	if int(c.argc) != len(s.Args) {
+		return s, nil, false
+	}
+	return s, C.GoBytes(unsafe.Pointer(c.load), C.int(c.load_len)), true
 }

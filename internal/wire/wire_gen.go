@@ -29,6 +29,8 @@ const (
 	InHijacked = 12
 	// control (a worker): read and write the front end's socket, descriptor aux, from now on, its requests for app flags; payload: bytes of it already read (rv_relay.c)
 	InRelay = 13
+	// control (a template): fork a worker; aux: its socket (low 32 bits) and urgent socket (high), flags: its slot (rv_template.c)
+	InFork = 14
 )
 
 const (
@@ -77,6 +79,15 @@ const (
 	WorkerStats = 98
 	// worker -> front end: aux 1 Ruby code holds the VM thread, 0 it let go
 	WorkerHeld = 99
+)
+
+const (
+	// front end -> template, first: its settings (above)
+	TemplateBoot = 112
+	// front end -> template: fork the worker of slot flags; its socket and urgent socket come with the frame (SCM_RIGHTS)
+	TemplateFork = 113
+	// template -> front end: aux the app's number once it loaded, or the forked worker's pid; 0: it failed, payload says why
+	TemplateReply = 114
 )
 
 const (
