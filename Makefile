@@ -43,7 +43,7 @@ unit:
 	$(GO) test -race -count=1 -tags standin .
 
 e2e: ruvoy-race
-	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 30m ./test/...
+	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/...
 
 e2e-cgocheck: ruvoy-cgocheck2
 	RUVOY_BIN=$(CURDIR)/ruvoy-cgocheck2 $(GO) test -count=1 -short -timeout 20m ./test/... -run 'Core|Stream|Cluster|Hijack|Direct|Hostile'

@@ -62,6 +62,9 @@ type AppOptions struct {
 	// WorkerTimeout is how long a worker may go without reporting before
 	// it is killed and its requests get 504 (default 30s).
 	WorkerTimeout time.Duration
+	// Preload forks the workers from a template process that booted the
+	// app once (docs/cluster-memory.md).
+	Preload bool
 	// WriteTimeout is the server's: a write to the client that does not
 	// finish within it fails (Caddy's write_idle_timeout). ruvoy counts and
 	// logs the responses it cut (writetimeout.go); 0: none.

@@ -173,6 +173,7 @@ func (rt *Runtime) bootLocal() error {
 		return err
 	}
 	rt.local.Store(true)
+	frontend.LocalVM() // its app waits for its own children
 	ruby.DirectLimit(rt.directSlots())
 	go rt.dispatch()
 	go rt.watch.Run()

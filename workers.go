@@ -8,6 +8,7 @@ import (
 	"github.com/ruvoy/ruvoy/internal/cluster"
 	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
 	"github.com/ruvoy/ruvoy/internal/msg"
+	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
 )
@@ -39,8 +40,9 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, upstreams string
 		Worker: cluster.Config{Program: rt.opts.Program, Args: rt.opts.Args, ResponseWindow: window,
 			HoldWarn: time.Duration(rt.watch.Warn.Load()), HoldLimit: time.Duration(rt.watch.Limit.Load()),
 			Rackup: rackup, Environment: environment, Upstreams: upstreams},
-		Router: (*router)(rt),
-		Logger: rt.log,
+		Template: rt.templateSettings(o, window, rackup, environment, upstreams),
+		Router:   (*router)(rt),
+		Logger:   rt.log,
 	})
 	if err != nil {
 		var boot *frontend.BootError
@@ -120,4 +122,17 @@ func (rt *Runtime) eachWorker(f func(slot int, w *frontend.Worker, restarts int6
 func noWorker(w http.ResponseWriter, r *http.Request) {
 	w.Header()["Retry-After"] = []string{"1"}
 	refuse(w, r, http.StatusServiceUnavailable)
+}
+
+// templateSettings is what a template boots with o.Preload (the pool's
+// Template); nil without.
+func (rt *Runtime) templateSettings(o AppOptions, window int, rackup, environment, upstreams string) []byte {
+	if !o.Preload {
+		return nil
+	}
+	return wire.AppendTemplateSettings(nil, wire.TemplateSettings{
+		Program: rt.opts.Program, Args: rt.opts.Args, RubyLib: rubyLibrary(),
+		Rackup: rackup, Environment: environment, Upstreams: upstreams,
+		MaxStreams: maxStreams, Window: uint64(window),
+	})
 }

@@ -30,6 +30,7 @@ func init() {
 //	    workers         <n>|auto
 //	    worker_max_rss_bytes <size>
 //	    worker_timeout  <duration>
+//	    preload
 //	    max_requests    <n>
 //	    max_requests_per_connection <n>
 //	    queue_timeout   <duration>
@@ -71,6 +72,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			continue
+		case "preload":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Preload = true
 		case "early_hints_http1":
 			if d.NextArg() {
 				return d.ArgErr()

@@ -55,17 +55,19 @@ func TestCaddyfileWorkers(t *testing.T) {
 	}
 }
 
-// early_hints_http1 takes no argument.
-func TestCaddyfileEarlyHintsHTTP1(t *testing.T) {
+// early_hints_http1 and preload take no argument.
+func TestCaddyfileFlags(t *testing.T) {
 	var h Handler
-	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\nearly_hints_http1\n}")); err != nil {
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\nearly_hints_http1\npreload\n}")); err != nil {
 		t.Fatal(err)
 	}
-	if !h.EarlyHintsHTTP1 {
-		t.Fatal("early_hints_http1 was not read")
+	if !h.EarlyHintsHTTP1 || !h.Preload {
+		t.Fatalf("early_hints_http1 %v, preload %v: want both read", h.EarlyHintsHTTP1, h.Preload)
 	}
-	if err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\nearly_hints_http1 yes\n}")); err == nil {
-		t.Error("early_hints_http1 yes was accepted")
+	for _, bad := range []string{"early_hints_http1 yes", "preload yes"} {
+		if err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + bad + "\n}")); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
 	}
 }
 

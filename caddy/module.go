@@ -91,6 +91,11 @@ type Handler struct {
 	// stopped or frozen: it is killed, its requests get 504, and a new
 	// one takes its place (default 30s).
 	WorkerTimeout caddy.Duration `json:"worker_timeout,omitempty"`
+	// Preload boots the app once, in a template process, and forks the
+	// workers from it: they share the booted app's memory until they write
+	// it. The app must be fork-safe (connections and threads made at boot
+	// are not the workers'). With Workers only.
+	Preload bool `json:"preload,omitempty"`
 
 	// SendfileDirs are the directories whose files an X-Sendfile or
 	// X-Accel-Redirect response header may name (Rails'
@@ -207,6 +212,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			}
 		})
 	})
+	if h.Preload && h.Workers == 0 {
+		return fmt.Errorf("ruvoy: preload forks workers: set workers too")
+	}
 	opts := ruvoy.AppOptions{
 		MaxRequests:              h.MaxRequests,
 		MaxRequestsPerConnection: h.MaxRequestsPerConn,
@@ -224,6 +232,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:                  h.Workers,
 		WorkerMaxRSS:             h.WorkerMaxRSSBytes,
 		WorkerTimeout:            time.Duration(h.WorkerTimeout),
+		Preload:                  h.Preload,
 		WriteTimeout:             serverWriteTimeout(ctx),
 		WriteChunk:               serverWriteChunk(ctx),
 		OnWorker:                 logWorker,

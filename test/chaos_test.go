@@ -61,8 +61,23 @@ func TestClusterChaos(t *testing.T) {
 	if testing.Short() {
 		length = 10 * time.Second
 	}
+	clusterChaos(t, length)
+}
+
+// The same with --preload, where the template is killed as well now and
+// then: a worker that dies meanwhile is forked from a new one.
+func TestClusterChaosPreload(t *testing.T) {
+	length := 30 * time.Second
+	if testing.Short() {
+		length = 10 * time.Second
+	}
+	clusterChaos(t, length, "--preload")
+}
+
+func clusterChaos(t *testing.T, length time.Duration, args ...string) {
+	preload := len(args) > 0
 	adminPort := freePort(t)
-	s := start(t, "-w", "2", "--worker-timeout", "2", "--admin-port", adminPort, app("cluster.ru"))
+	s := start(t, append([]string{"-w", "2", "--worker-timeout", "2", "--admin-port", adminPort, app("cluster.ru")}, args...)...)
 	admin := "http://127.0.0.1:" + adminPort
 	s.pids(t, 20)
 	client.CloseIdleConnections()
@@ -133,7 +148,16 @@ func TestClusterChaos(t *testing.T) {
 			continue
 		}
 		pid := pids[rng.Intn(len(pids))]
-		switch action := []string{"kill", "pause", "stop", "exit"}[rng.Intn(4)]; action {
+		choices := []string{"kill", "pause", "stop", "exit"}
+		if preload {
+			choices = append(choices, "template")
+		}
+		switch action := choices[rng.Intn(len(choices))]; action {
+		case "template": // the next worker to die is forked from a new one
+			if tmpl := templatePid(t, s); tmpl != 0 {
+				actions[action]++
+				syscall.Kill(tmpl, syscall.SIGKILL)
+			}
 		case "kill":
 			actions[action]++
 			syscall.Kill(pid, syscall.SIGKILL)

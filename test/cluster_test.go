@@ -611,10 +611,11 @@ func TestClusterFlags(t *testing.T) {
 		out, _ := cmd.CombinedOutput()
 		return string(out), cmd.ProcessState.ExitCode()
 	}
-	out, code := config(nil, "-w", "3", "--worker-max-rss", "512", app("cluster.ru"))
+	out, code := config(nil, "-w", "3", "--worker-max-rss", "512", "--preload", app("cluster.ru"))
 	equal(t, "exit status", code, 0)
 	mustContain(t, "-w 3", out, `"workers": 3`)
 	mustContain(t, "--worker-max-rss 512", out, `"worker_max_rss_bytes": 536870912`)
+	mustContain(t, "--preload", out, `"preload": true`)
 	out, _ = config(nil, "--workers=auto", app("cluster.ru"))
 	mustContain(t, "-w auto", out, `"workers": `+strconv.Itoa(runtime.NumCPU()))
 	out, _ = config([]string{"WEB_CONCURRENCY=2"}, app("cluster.ru"))

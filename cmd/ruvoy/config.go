@@ -74,6 +74,7 @@ func buildConfig(o *options) ([]byte, error) {
 		handler.Workers = o.workers
 		handler.WorkerMaxRSSBytes = o.workerMaxRSS << 20
 		handler.WorkerTimeout = seconds(o.workerTimeout)
+		handler.Preload = o.preload
 	}
 	if o.context {
 		handler.Context = &ruvoycaddy.ContextConfig{}

@@ -31,6 +31,8 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Kill a worker that has not reported for SECONDS (stopped, frozen),
                              answering its requests 504, or has not loaded the app in 4x SECONDS;
                              a new one takes its place (default 30)
+        --preload            Boot the app once and fork the workers from it: they share its
+                             memory (cluster mode; the app must be fork-safe)
         --tls-cert FILE      Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN, and HTTP/3 on the same
         --tls-key FILE       port) with this certificate and key (PEM)
         --tls-client-ca FILE Ask clients for certificates signed by this CA (PEM); the app
@@ -144,6 +146,7 @@ type options struct {
 	bodyBudget                 int64
 	accessLog, h2c, reusePort  bool
 	compress, earlyHintsHTTP1  bool
+	preload                    bool
 	filterParameters           []string // query parameter names the access log hides
 	printConfig, version       bool
 	rackupArg, rackup          string
@@ -222,7 +225,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	on := func(p *bool) func(string) error { return func(string) error { *p = true; return nil } }
 	fs.BoolFuncP("version", "v", "", on(&o.version))
 	for name, p := range map[string]*bool{"tls-internal": &o.tlsInternal, "context": &o.context, "h2c": &o.h2c,
-		"access-log": &o.accessLog, "compress": &o.compress, "early-hints-http1": &o.earlyHintsHTTP1, "reuse-port": &o.reusePort, "print-config": &o.printConfig} {
+		"access-log": &o.accessLog, "compress": &o.compress, "early-hints-http1": &o.earlyHintsHTTP1, "preload": &o.preload, "reuse-port": &o.reusePort, "print-config": &o.printConfig} {
 		fs.BoolFunc(name, "", on(p))
 	}
 	fs.FuncP("workers", "w", "", func(v string) (err error) {
@@ -302,6 +305,9 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	if err := o.checkSocket(); err != nil {
 		return nil, err
+	}
+	if o.preload && o.workers == 0 {
+		return nil, errors.New("--preload forks workers: give --workers N (or WEB_CONCURRENCY) too")
 	}
 	if o.healthPath != "" && (!strings.HasPrefix(o.healthPath, "/") || strings.ContainsAny(o.healthPath, "*?# ")) {
 		return nil, fmt.Errorf("--health-path: want a path such as /up, got %q", o.healthPath)

@@ -177,6 +177,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--health-path", "up"}, env(), `--health-path: want a path such as /up, got "up"`},
 		{[]string{"--health-path", "/up*"}, env(), `--health-path: want a path such as /up, got "/up*"`},
 		{[]string{"--drain-delay", "-1"}, env(), `--drain-delay: want a number of seconds, got "-1"`},
+		{[]string{"--preload"}, env(), "--preload forks workers: give --workers N (or WEB_CONCURRENCY) too"},
+		{[]string{"--preload", "-w", "0"}, env("WEB_CONCURRENCY", "2"), "--preload forks workers: give --workers N (or WEB_CONCURRENCY) too"},
 		{[]string{"--no-such-option=1"}, env(), "unknown option --no-such-option"},
 		{[]string{"-x"}, env(), "unknown option -x"},
 		{[]string{"-xyz"}, env(), "unknown option -x"},

@@ -21,6 +21,11 @@ import (
 // the descriptor after it is the worker's urgent socket.
 const FDEnv = "RUVOY_WORKER_FD"
 
+// ForkedAppEnv names the environment variable a worker forked from a
+// template (--preload, internal/vm's rv_template.c) finds its app's number
+// in: its VM runs already, with the app loaded.
+const ForkedAppEnv = "RUVOY_FORKED_APP"
+
 // Config is what the front end tells a worker first (wire.WorkerConfig),
 // as JSON.
 type Config struct {
@@ -96,6 +101,24 @@ func StatmRSS(b []byte) uint64 {
 		return 0
 	}
 	return resident * uint64(os.Getpagesize())
+}
+
+// PSS is a process's proportional set size, in bytes (/proc's
+// smaps_rollup; 0 if unknown): its private pages, and its share of those
+// it shares with others.
+func PSS(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			var kib uint64
+			fmt.Sscan(rest, &kib)
+			return kib << 10
+		}
+	}
+	return 0
 }
 
 // PeakRSS is the most resident memory a process had, in bytes (/proc's

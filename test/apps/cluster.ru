@@ -12,6 +12,11 @@ if File.exist?(ENV.fetch("CLUSTER_BOOT_FAILS", "/nonexistent"))
   raise "this worker is told to fail its boot"
 end
 sleep 3 if File.exist?(ENV.fetch("CLUSTER_BOOT_SLOW", "/nonexistent"))
+# Which process loaded the app (with --preload, the template), and each
+# boot's pid and VERSION file, one line each (test/preload_test.go).
+BOOT_PID = Process.pid
+VERSION = File.exist?(ENV.fetch("CLUSTER_VERSION", "/nonexistent")) ? File.read(ENV["CLUSTER_VERSION"]).strip : "none"
+File.open(ENV["CLUSTER_BOOT_LOG"], "a") { |f| f.puts "#{Process.pid} #{VERSION}" } if ENV["CLUSTER_BOOT_LOG"]
 
 use Rack::Lint
 run lambda { |env|
@@ -20,6 +25,13 @@ run lambda { |env|
   case req.path_info
   when "/pid"
     [200, text, [Process.pid.to_s]]
+  when "/boot"
+    [200, text, ["#{BOOT_PID} #{VERSION}"]]
+  when "/orphan"
+    # A child the app leaves behind: it outlives the worker when the
+    # worker exits first.
+    pid = Process.spawn("sleep", req.params.fetch("s", "1"))
+    [200, text, [pid.to_s]]
   when "/sleep"
     sleep Float(req.params.fetch("s", "1"))
     [200, text, [Process.pid.to_s]]

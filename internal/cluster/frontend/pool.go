@@ -13,7 +13,6 @@ package frontend
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -37,8 +36,11 @@ type Config struct {
 	MaxRSS  uint64        // replace a worker whose resident memory grows past it (bytes; 0: never)
 	Timeout time.Duration // a worker that has not reported for this long is killed (0: DefaultTimeout)
 	Worker  cluster.Config
-	Router  Router
-	Logger  func() *zap.Logger
+	// Template, when set, is a wire.TemplateBoot payload (--preload): a
+	// template process boots the app once and forks the workers.
+	Template []byte
+	Router   Router
+	Logger   func() *zap.Logger
 }
 
 // A Router takes what the workers send, as the dispatcher takes what this
@@ -57,6 +59,8 @@ func (e *BootError) Error() string { return e.Message }
 // A Pool is the worker processes one app runs in.
 type Pool struct {
 	cfg       Config
+	tmplMu    sync.Mutex               // one fork at a time; a new template between them
+	tmpl      *template                // with --preload
 	slots     []atomic.Pointer[Worker] // the worker serving each slot; nil while one starts
 	rr        atomic.Uint32
 	mu        sync.Mutex
@@ -95,6 +99,9 @@ const (
 	// rssEvery bounds how often a worker's memory is read: at the end of
 	// its requests, and at each look of the watch.
 	rssEvery = 10 * time.Millisecond
+	// pssEvery bounds how often a forked worker's PSS is read, once its
+	// RSS is past maxRSS.
+	pssEvery = 100 * time.Millisecond
 	// DefaultTimeout is --worker-timeout's default.
 	DefaultTimeout = 30 * time.Second
 	// bootTimeouts is how many timeouts a worker may take to load its app
@@ -116,6 +123,13 @@ func Start(cfg Config) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg, slots: make([]atomic.Pointer[Worker], cfg.Workers),
 		slotSt: make([]slotState, cfg.Workers), stopped: make(chan struct{})}
+	if len(cfg.Template) > 0 {
+		t, err := p.startTemplate()
+		if err != nil {
+			return nil, err
+		}
+		p.tmpl = t
+	}
 	errs := make(chan error, cfg.Workers)
 	for i := range cfg.Workers {
 		go func() {
@@ -158,32 +172,25 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 		theirs.Close()
 		return nil, err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		for _, c := range []io.Closer{conn, urgent, theirs, theirUrgent} {
-			c.Close()
-		}
-		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
+	var proc *os.Process
+	if p.cfg.Template != nil {
+		proc, err = p.forkWorker(slot, theirs, theirUrgent)
+	} else {
+		proc, err = execWorker(slot, theirs, theirUrgent)
 	}
-	cmd := exec.Command(exe)
-	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
-	cmd.Env = append(os.Environ(), cluster.FDEnv+"=3") // and its urgent socket, 4
-	cmd.ExtraFiles = []*os.File{theirs, theirUrgent}
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// The worker has its own copies of its ends once started: with none
 	// left here, its death ends the socket (EOF) even while its app loads.
-	err = cmd.Start()
 	theirs.Close()
 	theirUrgent.Close()
 	if err != nil {
 		conn.Close()
 		urgent.Close()
-		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
+		return nil, err
 	}
-	w := &Worker{pool: p, slot: slot, cmd: cmd, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
+	w := &Worker{pool: p, slot: slot, proc: proc, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
 		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
 	if p.cfg.MaxRSS > 0 {
-		w.statm, _ = os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/statm")
+		w.statm, _ = os.Open("/proc/" + strconv.Itoa(proc.Pid) + "/statm")
 	}
 	p.live.Add(1)
 	go w.read()
@@ -208,14 +215,34 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 		// caller decides.
 		w.retiring.Store(true)
 		if timedOut {
-			w.cmd.Process.Kill()
+			w.proc.Kill()
 		} else {
-			time.AfterFunc(stopWait, func() { w.cmd.Process.Kill() }) // once it has exited, this fails harmlessly
+			time.AfterFunc(stopWait, func() { w.proc.Kill() }) // once it has exited, this fails harmlessly
 		}
 		return nil, r.err
 	}
 	w.heard.Store(time.Now().UnixNano())
 	return w, nil
+}
+
+// execWorker starts the binary again as the worker of slot.
+func execWorker(slot int, theirs, theirUrgent *os.File) (*os.Process, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
+	cmd.Env = append(os.Environ(), cluster.FDEnv+"=3") // and its urgent socket, 4
+	cmd.ExtraFiles = []*os.File{theirs, theirUrgent}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	childrenMu.Lock()
+	defer childrenMu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
+	}
+	started(cmd.Process.Pid)
+	return cmd.Process, nil
 }
 
 // socketPair makes a connected pair of unix sockets: ours, and the file
@@ -366,10 +393,16 @@ func (p *Pool) replace(slot int) {
 // code as it is now: all new workers boot first (a boot error leaves the
 // old ones serving and is returned), then each takes its slot's new
 // requests, and the old one stops once its requests end. The listeners
-// and connections stay as they are.
+// and connections stay as they are. With --preload a new template loads
+// the code first, and the new workers are forked from it.
 func (p *Pool) Restart() error {
 	p.restartMu.Lock()
 	defer p.restartMu.Unlock()
+	if p.cfg.Template != nil {
+		if err := p.renewTemplate(); err != nil {
+			return err
+		}
+	}
 	fresh := make([]*Worker, len(p.slots))
 	errs := make(chan error, len(p.slots))
 	for i := range p.slots {
@@ -431,9 +464,9 @@ func (p *Pool) watch() {
 			w.silent.Store(silence >= min(silentAfter, p.cfg.Timeout/2))
 			if silence >= p.cfg.Timeout && w.timedOut.CompareAndSwap(false, true) {
 				p.log().Error("ruvoy: a worker stopped reporting (stopped or frozen): killing it, its requests get 504",
-					zap.Int("worker", i), zap.Int("pid", w.cmd.Process.Pid), zap.Duration("silent_for", silence),
+					zap.Int("worker", i), zap.Int("pid", w.proc.Pid), zap.Duration("silent_for", silence),
 					zap.Int64("requests", w.inflight.Load()))
-				w.cmd.Process.Kill()
+				w.proc.Kill()
 				continue
 			}
 			if p.cfg.MaxRSS > 0 {
@@ -449,10 +482,10 @@ func (p *Pool) watch() {
 // grows an eighth past maxRSS first: then requests wait for the new one
 // (await). So a worker ends at most about a quarter over: an eighth, and
 // what its requests under way add.
-func (p *Pool) overRSS(w *Worker, rss uint64) {
+func (p *Pool) overRSS(w *Worker, rss uint64, measure string) {
 	if w.replacing.CompareAndSwap(false, true) {
 		p.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it",
-			zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("rss_bytes", rss), zap.Uint64("max_bytes", p.cfg.MaxRSS))
+			zap.Int("worker", w.slot), zap.Int("pid", w.proc.Pid), zap.Uint64(measure, rss), zap.Uint64("max_bytes", p.cfg.MaxRSS))
 		go p.replace(w.slot)
 	}
 	alone := true
@@ -485,6 +518,11 @@ func (p *Pool) Stop() int {
 		}
 	}
 	p.live.Wait()
+	if p.cfg.Template != nil {
+		p.tmplMu.Lock()
+		p.tmpl.stop()
+		p.tmplMu.Unlock()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maxCode(p.codes)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,7 +27,7 @@ import (
 type Worker struct {
 	pool    *Pool
 	slot    int
-	cmd     *exec.Cmd
+	proc    *os.Process
 	conn    *net.UnixConn
 	out     *frameWriter
 	urgent  *frameWriter // interrupts and the stop again, for a held VM (worker.go listenUrgent)
@@ -50,6 +49,7 @@ type Worker struct {
 
 	statm *os.File     // its /proc statm, open while it runs (with a max RSS)
 	rssMu sync.Mutex   // one read of statm at a time
+	pssAt int64        // when PSS was last read (UnixNano; under rssMu)
 	rssAt atomic.Int64 // when its memory was last read, unix ns
 
 	ready    chan bootResult
@@ -142,8 +142,23 @@ func (w *Worker) checkRSS() {
 	}
 	var b [64]byte
 	n, _ := w.statm.ReadAt(b[:], 0)
-	if rss := cluster.StatmRSS(b[:n]); rss > w.pool.cfg.MaxRSS {
-		w.pool.overRSS(w, rss)
+	rss := cluster.StatmRSS(b[:n])
+	if rss <= w.pool.cfg.MaxRSS {
+		return
+	}
+	if w.pool.cfg.Template == nil {
+		w.pool.overRSS(w, rss, "rss_bytes")
+		return
+	}
+	// Forked (--preload), its RSS counts in full the pages it shares with
+	// the template and the other workers; its PSS, their share. PSS costs
+	// a walk of its page tables: read at most every pssEvery.
+	if now-w.pssAt < int64(pssEvery) {
+		return
+	}
+	w.pssAt = now
+	if pss := cluster.PSS(w.proc.Pid); pss > w.pool.cfg.MaxRSS {
+		w.pool.overRSS(w, pss, "pss_bytes")
 	}
 }
 
@@ -163,7 +178,7 @@ func (w *Worker) stop() {
 	}
 	if w.replacing.Load() && w.pool.cfg.MaxRSS > 0 {
 		w.pool.log().Info("ruvoy: a worker replaced for its memory stops", zap.Int("worker", w.slot),
-			zap.Int("pid", w.cmd.Process.Pid), zap.Uint64("peak_rss_bytes", cluster.PeakRSS(w.cmd.Process.Pid)))
+			zap.Int("pid", w.proc.Pid), zap.Uint64("peak_rss_bytes", cluster.PeakRSS(w.proc.Pid)))
 	}
 	w.out.send(wire.InStop, 0, 0, 0, nil)
 	w.out.finish()
@@ -173,9 +188,9 @@ func (w *Worker) stop() {
 		select {
 		case <-w.readDone:
 		default:
-			w.pool.log().Error("ruvoy: a worker did not stop in time: killing it", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid))
+			w.pool.log().Error("ruvoy: a worker did not stop in time: killing it", zap.Int("worker", w.slot), zap.Int("pid", w.proc.Pid))
 		}
-		w.cmd.Process.Kill() // after Wait returned, this fails harmlessly
+		w.proc.Kill() // after Wait returned, this fails harmlessly
 	})
 }
 
@@ -242,7 +257,7 @@ func (w *Worker) read() {
 	// ends: supervise says why it died.
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !w.stopping.Load() {
 		w.pool.log().Error("ruvoy: reading from a worker failed: killing it", zap.Int("worker", w.slot), zap.Error(err))
-		w.cmd.Process.Kill()
+		w.proc.Kill()
 	}
 }
 
@@ -287,7 +302,11 @@ func (w *Worker) control(f wire.Frame, p []byte) {
 func (w *Worker) supervise() {
 	p := w.pool
 	defer p.live.Done()
-	waitErr := w.cmd.Wait()
+	state, waitErr := w.proc.Wait()
+	waited(w.proc.Pid)
+	if waitErr == nil && !state.Success() {
+		waitErr = errors.New(state.String())
+	}
 	select {
 	case <-w.readDone:
 	case <-time.After(time.Second): // a child of the worker still holds the socket
@@ -313,7 +332,10 @@ func (w *Worker) supervise() {
 	case w.ready <- bootResult{fmt.Errorf("ruvoy: worker %d exited while its app loaded (%v)", w.slot, waitErr)}:
 	default:
 	}
-	code := w.cmd.ProcessState.ExitCode()
+	code := -1
+	if state != nil {
+		code = state.ExitCode()
+	}
 	if code < 0 {
 		code = exitKilled
 	}
@@ -330,7 +352,7 @@ func (w *Worker) supervise() {
 		if s := w.stats.Load(); s != nil {
 			hijacked = s.Hijacked
 		}
-		p.log().Error("ruvoy: a worker exited", zap.Int("worker", w.slot), zap.Int("pid", w.cmd.Process.Pid),
+		p.log().Error("ruvoy: a worker exited", zap.Int("worker", w.slot), zap.Int("pid", w.proc.Pid),
 			zap.String("cause", cause), zap.Int("requests_failed", failed), zap.Int("status", status),
 			zap.Int("hijacked_connections_lost", hijacked))
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	ossignal "os/signal"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -97,9 +98,16 @@ func Run(fd int) int {
 	}
 	rt.SetHoldWarn(cfg.HoldWarn)
 	rt.SetHoldLimit(cfg.HoldLimit)
-	app, text := rt.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams)
-	if app == 0 {
-		return fail(text)
+	var app uint64
+	if forked := os.Getenv(cluster.ForkedAppEnv); forked != "" { // forked from a template, which loaded it
+		n, _ := strconv.Atoi(forked)
+		app = uint64(n)
+		os.Unsetenv(cluster.ForkedAppEnv)
+	} else {
+		var text string
+		if app, text = rt.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams); app == 0 {
+			return fail(text)
+		}
 	}
 	early, _ := in.Peek(in.Buffered()) // the front end's frames that came with the settings
 	if text, ok := rt.Relay(app, fd, early); !ok {
