@@ -50,6 +50,7 @@ var rootedServers = []struct {
 	{"forky", "go-plain", []string{"noop", "noop-c1"}},
 	{"forky", "ruvoy-w1", []string{"rails-page"}},
 	{"forky", "ruvoy-w2", []string{"rails-page"}},
+	{"forky", "ruvoy-w2-preload", []string{"rails-page"}},
 	{"forky", "puma-w1", []string{"rails-page"}},
 	{"forky", "puma-w2-preload", []string{"rails-page"}},
 }

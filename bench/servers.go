@@ -97,7 +97,7 @@ var servers = append([]server{
 	}},
 	// Cluster mode against Puma's: the CPU-bound and Rails fixtures, where
 	// a second core pays, and the no-op ones, where the process hop shows.
-	ruvoyWorkers(1), ruvoyWorkers(2),
+	ruvoyWorkers(1), ruvoyWorkers(2), ruvoyPreload(2),
 	{name: "puma-w1", label: "puma -w 1 -t 5", ruby: true, only: clusterScenarios,
 		start: func(l launch) *exec.Cmd { return pumaCluster(l, 1) }},
 	{name: "puma-w2", label: "puma -w 2 -t 5", ruby: true, only: clusterScenarios,
@@ -166,6 +166,20 @@ func ruvoyWorkers(n int) server {
 	s.start = func(l launch) *exec.Cmd {
 		c := base(l)
 		c.Args = append([]string{c.Args[0], "-w", itoa(n)}, c.Args[1:]...)
+		return c
+	}
+	return s
+}
+
+// ruvoyPreload is ruvoy -w n --preload: the workers forked from a template
+// that loaded the app, as Puma's --preload forks them from its master.
+func ruvoyPreload(n int) server {
+	s := ruvoyWorkers(n)
+	base := s.start
+	s.name, s.label = s.name+"-preload", s.label+" --preload"
+	s.start = func(l launch) *exec.Cmd {
+		c := base(l)
+		c.Args = append([]string{c.Args[0], "--preload"}, c.Args[1:]...)
 		return c
 	}
 	return s

@@ -303,7 +303,7 @@ func (r *runner) acrossWorkers(servers []server, scens []scenario) string {
 	for _, suite := range rootSuites() {
 		prefixes = append(prefixes, suite+":")
 	}
-	pairs := [][2]string{{"ruvoy", "puma-5"}, {"ruvoy-w1", "puma-w1"}, {"ruvoy-w2", "puma-w2"}, {"ruvoy-w2", "puma-w2-preload"}}
+	pairs := [][2]string{{"ruvoy", "puma-5"}, {"ruvoy-w1", "puma-w1"}, {"ruvoy-w2", "puma-w2"}, {"ruvoy-w2", "puma-w2-preload"}, {"ruvoy-w2-preload", "puma-w2-preload"}}
 	var b strings.Builder
 	for _, prefix := range prefixes {
 		for _, p := range pairs {
