@@ -34,13 +34,13 @@ func TestRunawayStopCutsRequestsShort(t *testing.T) {
 	}
 }
 
-// runawayModes are one process, and one worker, whose VM thread reads
-// nothing while Ruby code holds it: the stop and a timeout reach it on its
-// urgent socket (worker.go).
+// runawayModes are one process, and one worker (started anew, and forked
+// from a template), whose VM thread reads nothing while Ruby code holds
+// it: the stop and a timeout reach it on its urgent socket (worker.go).
 var runawayModes = []struct {
 	name string
 	args []string
-}{{"process", nil}, {"worker", []string{"-w", "1"}}}
+}{{"process", nil}, {"worker", []string{"-w", "1"}}, {"forked worker", []string{"-w", "1", "--preload"}}}
 
 func runawayStopCutsShort(t *testing.T, args []string) {
 	s := start(t, append(args, "--grace", "1", app("runaway.ru"))...)

@@ -13,7 +13,8 @@
  * worker is orphaned and taken up by the front end (a child subreaper),
  * which waits for it as for a worker it started. In the worker the VM
  * thread is the only thread: it makes its inboxes, epoll set and
- * interrupter afresh and starts Go on a new thread, through Go's `main`
+ * interrupter afresh, puts its sockets on two free descriptors in a row,
+ * and starts Go on a new thread, through Go's `main`
  * with the worker's argv, environ and auxv as a new process has them.
  * Go's worker code then finds the VM running and the app loaded
  * (rv_forked_app, RUVOY_FORKED_APP).
@@ -213,19 +214,34 @@ static void set_title(const char *s)
     prctl(PR_SET_NAME, "ruvoy-worker");
 }
 
-/* The worker's half of a fork, on its only thread: the front end's
- * sockets at 3 and 4, fresh inboxes, epoll set and interrupter, then Go. */
+/* The worker's socket and urgent socket on two descriptors in a row, as
+ * a worker started anew has them (RUVOY_WORKER_FD names the first): free
+ * ones, not 3 and 4, which the template's VM and app may hold. Returns the
+ * first. */
+static int place_sockets(int fd, int urgent)
+{
+    for (int at = 10;; at++) {
+        int a = fcntl(fd, F_DUPFD_CLOEXEC, at);
+        if (a < 0)
+            _exit(1);
+        if (fcntl(a + 1, F_GETFD) < 0 && errno == EBADF) {
+            if (dup3(urgent, a + 1, O_CLOEXEC) < 0)
+                _exit(1);
+            close(fd);
+            close(urgent);
+            return a;
+        }
+        close(a);
+        at = a;
+    }
+}
+
+/* The worker's half of a fork, on its only thread: its sockets placed,
+ * fresh inboxes, epoll set and interrupter, then Go. */
 static void become_worker(int fd, int urgent, int slot)
 {
-    int a = fcntl(fd, F_DUPFD_CLOEXEC, 10), b = fcntl(urgent, F_DUPFD_CLOEXEC, 10);
-    close(fd);
-    close(urgent);
+    int sockets = place_sockets(fd, urgent);
     close(template_fd);
-    if (a < 0 || b < 0 || dup2(a, 3) < 0 || dup2(b, 4) < 0)
-        _exit(1);
-    close(a);
-    close(b);
-
     close(rv_to_vm.efd);
     close(rv_to_go.efd);
     if (rv_inbox_init(&rv_to_vm) < 0 || rv_inbox_init(&rv_to_go) < 0)
@@ -235,9 +251,10 @@ static void become_worker(int fd, int urgent, int slot)
     rv_interrupt_restart();
 
     char text[32];
-    setenv("RUVOY_WORKER_FD", "3", 1);
+    snprintf(text, sizeof text, "%d", sockets);
+    setenv("RUVOY_WORKER_FD", text, 1); /* cluster.FDEnv */
     snprintf(text, sizeof text, "%d", rv_forked_app);
-    setenv("RUVOY_FORKED_APP", text, 1);
+    setenv("RUVOY_FORKED_APP", text, 1); /* cluster.ForkedAppEnv */
     snprintf(text, sizeof text, "ruvoy: worker %d", slot);
     set_title(text);
     build_go_argv(text);
@@ -428,7 +445,7 @@ static void template_main(void)
  * (whose priority runs it first), before Go's runtime starts. */
 __attribute__((constructor)) static void template_check(int argc, char **argv)
 {
-    const char *fd = getenv("RUVOY_TEMPLATE_FD");
+    const char *fd = getenv("RUVOY_TEMPLATE_FD"); /* frontend.TemplateFDEnv */
     if (!fd)
         return;
     template_fd = atoi(fd);
