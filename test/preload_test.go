@@ -247,3 +247,12 @@ func TestClusterPreloadWorkerMaxRSS(t *testing.T) {
 	mustContain(t, "the log", s.stderr.String(), `"msg":"ruvoy: a worker grew past --worker-max-rss: replacing it"`)
 	mustContain(t, "the measure", s.stderr.String(), `"pss_bytes":`)
 }
+
+// Ruvoy.offload's pools used while the app loads, in the template, have no
+// threads in a forked worker: they start again there, and calls complete.
+func TestClusterPreloadOffloadUsedAtBoot(t *testing.T) {
+	buildBlockingExt(t)
+	s := startEnv(t, []string{"OFFLOAD_AT_BOOT=1"}, "-w", "1", "--preload", app("offload.ru"))
+	equal(t, "an offloaded call", s.get(t, "/offload?ms=10").body, "offloaded")
+	equal(t, "a call through a pool of the app's", s.get(t, "/limited?ms=10").body, "limited")
+}

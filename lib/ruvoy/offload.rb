@@ -40,16 +40,15 @@ module Ruvoy
       raise ArgumentError, "limit must be a positive Integer" unless limit.is_a?(Integer) && limit.positive?
 
       @limit = limit
-      @jobs = Thread::Queue.new
-      @mutex = Thread::Mutex.new
-      @threads = 0 # threads made
-      @idle = 0    # of them, those waiting for a job
-      @queued = 0  # jobs no thread has taken yet
+      start
     end
 
     def call(&block)
       raise ArgumentError, "Ruvoy::Offload#call needs a block" unless block
 
+      # A pool used before a fork (an app that offloads while it loads, under
+      # --preload) has no threads in the child: it starts again there.
+      start if @pid != Process.pid
       job = Job.new(block)
       Ruvoy._offload_waiting(1)
       grow = @mutex.synchronize do
@@ -68,6 +67,15 @@ module Ruvoy
     end
 
     private
+
+    def start
+      @pid = Process.pid
+      @jobs = Thread::Queue.new
+      @mutex = Thread::Mutex.new
+      @threads = 0 # threads made
+      @idle = 0    # of them, those waiting for a job
+      @queued = 0  # jobs no thread has taken yet
+    end
 
     def work
       Thread.current.name = "ruvoy-offload"

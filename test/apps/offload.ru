@@ -5,6 +5,11 @@ require "blocking"
 require "json"
 
 LIMITED = Ruvoy::Offload.new(limit: 4)
+# Pools used while the app loads (before the fork under --preload).
+if ENV["OFFLOAD_AT_BOOT"]
+  Ruvoy.offload { :warm }
+  LIMITED.call { :warm }
+end
 EVENTS = []
 
 def text(body) = [200, { "content-type" => "text/plain" }, [body.to_s]]
