@@ -76,12 +76,19 @@ func TestClusterServes(t *testing.T) {
 	if n := len(workerPids(t, s)); n != 2 {
 		t.Fatalf("%d worker processes, want 2", n)
 	}
+	bodiesCross(t, s, 20, 3<<20+17)
+}
+
+// bodiesCross has n clients at once each fetch cluster.ru's file body and
+// streamed body, and upload size bytes: each byte for byte.
+func bodiesCross(t *testing.T, s *server, n, size int) {
+	t.Helper()
 	file, _ := os.ReadFile(app("file.txt"))
-	payload := make([]byte, 3<<20+17)
+	payload := make([]byte, size)
 	rand.Read(payload)
 	sum := sha256.Sum256(payload)
 	var wg sync.WaitGroup
-	for range 20 {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -483,20 +490,24 @@ func TestClusterStopDrains(t *testing.T) {
 }
 
 // An app that does not boot: the Ruby error first, status 1, and no
-// worker left behind.
+// worker (or template, with --preload) left behind.
 func TestClusterBootFailure(t *testing.T) {
-	port := freePort(t)
-	mark := "RUVOY_TEST_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	s := launchIn(t, "", []string{mark}, port, "-p", port, "-w", "2", app("boot_raise.ru"))
-	equal(t, "exit status", s.wait(t, 60*time.Second), 1)
-	mustContain(t, "stderr", s.stderr.String(), "failed to load:")
-	mustContain(t, "stderr", s.stderr.String(), "boom while building the app (ArgumentError)")
-	// Its workers (orphans now, if any were left) carry the mark.
-	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range environs {
-		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(mark)) {
-			t.Errorf("a worker was left behind: %s", f)
-		}
+	for _, mode := range [][]string{nil, {"--preload"}} {
+		t.Run(strings.Join(append([]string{"workers"}, mode...), " "), func(t *testing.T) {
+			port := freePort(t)
+			mark := "RUVOY_TEST_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			s := launchIn(t, "", []string{mark}, port, append([]string{"-p", port, "-w", "2", app("boot_raise.ru")}, mode...)...)
+			equal(t, "exit status", s.wait(t, 60*time.Second), 1)
+			mustContain(t, "stderr", s.stderr.String(), "failed to load:")
+			mustContain(t, "stderr", s.stderr.String(), "boom while building the app (ArgumentError)")
+			// Its processes (orphans now, if any were left) carry the mark.
+			environs, _ := filepath.Glob("/proc/[0-9]*/environ")
+			for _, f := range environs {
+				if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(mark)) {
+					t.Errorf("a process was left behind: %s", f)
+				}
+			}
+		})
 	}
 }
 

@@ -1,16 +1,10 @@
 package test
 
 import (
-	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,22 +91,7 @@ func TestClusterPreloadServes(t *testing.T) {
 	}
 	equal(t, "boots", strings.Join(bootLog(t, boots), " "), strconv.Itoa(tmpl)+"/none")
 
-	file, _ := os.ReadFile(app("file.txt"))
-	payload := make([]byte, 1<<20+17)
-	rand.Read(payload)
-	sum := sha256.Sum256(payload)
-	var wg sync.WaitGroup
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			equal(t, "a file body", s.get(t, "/file").body, string(file))
-			equal(t, "a streamed body", s.get(t, "/stream").body, "chunk 0\nchunk 1\nchunk 2\nchunk 3\nchunk 4\n")
-			r := s.do(t, "POST", "/upload", bytes.NewReader(payload))
-			equal(t, "an upload", r.body, fmt.Sprintf("%d %s", len(payload), hex.EncodeToString(sum[:])))
-		}()
-	}
-	wg.Wait()
+	bodiesCross(t, s, 10, 1<<20+17)
 	equal(t, "exit status", s.stop(), 0)
 }
 
@@ -187,23 +166,6 @@ func TestClusterPreloadRestart(t *testing.T) {
 	equal(t, "boots", strings.Join(bootLog(t, boots), " "), strconv.Itoa(old)+"/v1 "+strconv.Itoa(now)+"/v2")
 	equal(t, "the new code's loader", s.get(t, "/boot").body, strconv.Itoa(now)+" v2")
 	equal(t, "exit status", s.stop(), 0)
-}
-
-// An app that fails to load fails the start as without --preload: status
-// 1, Ruby's error on stderr, nothing left running.
-func TestClusterPreloadBootFailure(t *testing.T) {
-	port := freePort(t)
-	mark := "RUVOY_TEST_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	s := launchIn(t, "", []string{mark}, port, "-p", port, "-w", "2", "--preload", app("boot_raise.ru"))
-	equal(t, "exit status", s.wait(t, 60*time.Second), 1)
-	mustContain(t, "stderr", s.stderr.String(), "failed to load:")
-	mustContain(t, "stderr", s.stderr.String(), "boom while building the app (ArgumentError)")
-	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range environs {
-		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(mark)) {
-			t.Errorf("a process was left behind: %s", f)
-		}
-	}
 }
 
 // A process the app started and left behind outlives its worker: it comes

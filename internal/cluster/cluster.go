@@ -106,33 +106,24 @@ func StatmRSS(b []byte) uint64 {
 // PSS is a process's proportional set size, in bytes (/proc's
 // smaps_rollup; 0 if unknown): its private pages, and its share of those
 // it shares with others.
-func PSS(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
-			var kib uint64
-			fmt.Sscan(rest, &kib)
-			return kib << 10
-		}
-	}
-	return 0
-}
+func PSS(pid int) uint64 { return procKiB(pid, "smaps_rollup", "Pss:") << 10 }
 
 // PeakRSS is the most resident memory a process had, in bytes (/proc's
 // VmHWM; 0 if unknown).
-func PeakRSS(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func PeakRSS(pid int) uint64 { return procKiB(pid, "status", "VmHWM:") << 10 }
+
+// procKiB is the number of KiB on the line of /proc/PID/file that starts
+// with field (0 if there is none).
+func procKiB(pid int, file, field string) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			var kib uint64
 			fmt.Sscan(rest, &kib)
-			return kib << 10
+			return kib
 		}
 	}
 	return 0
