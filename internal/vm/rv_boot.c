@@ -169,10 +169,6 @@ static char *copy(const char *p, size_t n)
 
 int rv_start(const rv_config *cfg, char **error)
 {
-    if (rv_forked_app) { /* a forked worker: the VM runs already */
-        rv_template_after_go();
-        return 0;
-    }
     config = *cfg;
     config.program = copy(cfg->program, strlen(cfg->program));
     size_t argv_len = 0;

@@ -69,7 +69,7 @@ void rv_control_handle(rv_msg *m)
         rv_relay_begin(m);
         break;
     case RV_IN_FORK:
-        rv_template_fork(m);
+        rv_fork(m);
         break;
     default:
         break;

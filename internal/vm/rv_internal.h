@@ -256,9 +256,10 @@ void rv_scheduler_install(void);
 void rv_signals_save(void);
 void rv_signals_fix(void);
 void rv_signals_refix(const struct sigaction *was);
-extern int rv_forked_app; /* rv_template.c */
-void rv_template_fork(rv_msg *m);
-void rv_template_after_go(void);
+void rv_fork(rv_msg *m); /* rv_fork.c */
+void rv_fork_prepare(int template_fd, char *argv0, size_t room);
+int rv_read_full(int fd, void *p, size_t n);
+void rv_write_full(int fd, const void *p, size_t n);
 void rv_signals_block(void);
 void rv_signal_fixup(int sig);
 void rv_hold_init(void);

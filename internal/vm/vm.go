@@ -73,8 +73,13 @@ type Config struct {
 }
 
 // Start boots the VM on its own thread and returns once it serves, or with
-// Ruby's error.
+// Ruby's error; in a worker forked from a template, whose VM serves
+// already, it takes the VM over.
 func Start(c Config) error {
+	if C.rv_forked_app != 0 { // a worker forked from a template (--preload): its VM runs
+		C.rv_fork_attached()
+		return nil
+	}
 	program := C.CString(c.Program)
 	defer C.free(unsafe.Pointer(program))
 	argv := C.CString(strings.Join(c.Args, "\x00") + "\x00")

@@ -43,6 +43,8 @@ void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
 rv_msg *rv_out_poll(void);
 int rv_out_fd(void);
 int rv_join(void);
+extern int rv_forked_app;     /* a worker forked from a template: its VM runs (rv_fork.c) */
+void rv_fork_attached(void); /* in such a worker, instead of rv_start */
 rv_msg *rv_msg_new(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, size_t len);
 void rv_msg_free(rv_msg *m);
 void rv_release_memory(void);
