@@ -58,10 +58,21 @@ func doorClients() []doorClient {
 }
 
 func TestDoorsCases(t *testing.T) {
+	// The app in the front end's own VM, and in a worker forked from a
+	// template (--preload): the same doors, the same answers.
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{{"one process", nil}, {"forked worker", []string{"-w", "1", "--preload"}}} {
+		t.Run(mode.name, func(t *testing.T) { doorsCases(t, mode.args) })
+	}
+}
+
+func doorsCases(t *testing.T, mode []string) {
 	plainAdmin, secureAdmin := freePort(t), freePort(t)
-	plain := start(t, "--h2c", "--admin-port", plainAdmin, app("core.ru"))
+	plain := start(t, append([]string{"--h2c", "--admin-port", plainAdmin, app("core.ru")}, mode...)...)
 	c := makeCerts(t)
-	secure := start(t, "--tls-cert", c.serverCert, "--tls-key", c.serverKey, "--admin-port", secureAdmin, app("core.ru"))
+	secure := start(t, append([]string{"--tls-cert", c.serverCert, "--tls-key", c.serverKey, "--admin-port", secureAdmin, app("core.ru")}, mode...)...)
 
 	for _, d := range doorClients() {
 		t.Run(d.name, func(t *testing.T) {

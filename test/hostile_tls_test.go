@@ -83,35 +83,47 @@ func (d h1door) exchange(t *testing.T, addr, request string) (*http.Response, st
 // Content-Length, a smuggled request never reaches the app as a request.
 func TestHostileSmugglingOverBothDoors(t *testing.T) {
 	for _, d := range h1doors() {
-		t.Run(d.name, func(t *testing.T) {
-			s := startH1(t, d, "core.ru")
-			for name, request := range smugglingShapes {
-				res, _, closed := d.exchange(t, s.addr, request)
-				equal(t, name+": status", res.StatusCode, 400)
-				if !closed {
-					t.Errorf("%s: the connection stayed open", name)
-				}
-			}
-			// The attacker's request on a connection a proxy pools: the
-			// smuggled GET after a body framed as chunked never runs.
-			c := d.dial(t, s.addr)
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			io.WriteString(c, "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 35\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /raw/smuggled HTTP/1.1\r\nX: x")
-			res, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			equal(t, "the smuggling request's status", res.StatusCode, 400)
-			res, err = startedClient(d).Get(base(s, d) + "/closed?name=options")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			equal(t, "app calls", string(b), "0")
-		})
+		for _, m := range appModes {
+			t.Run(d.name+m.name, func(t *testing.T) { smuggling(t, d, m.args) })
+		}
 	}
+}
+
+// appModes are where a hostile test's app runs: in the front end's own VM,
+// and in a worker forked from a template (--preload), whose requests and
+// responses cross the worker's socket.
+var appModes = []struct {
+	name string
+	args []string
+}{{"", nil}, {" forked worker", []string{"-w", "1", "--preload"}}}
+
+func smuggling(t *testing.T, d h1door, mode []string) {
+	s := startH1(t, d, "core.ru", mode...)
+	for name, request := range smugglingShapes {
+		res, _, closed := d.exchange(t, s.addr, request)
+		equal(t, name+": status", res.StatusCode, 400)
+		if !closed {
+			t.Errorf("%s: the connection stayed open", name)
+		}
+	}
+	// The attacker's request on a connection a proxy pools: the
+	// smuggled GET after a body framed as chunked never runs.
+	c := d.dial(t, s.addr)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "POST /raw/options HTTP/1.1\r\nHost: x\r\nContent-Length: 35\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /raw/smuggled HTTP/1.1\r\nX: x")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "the smuggling request's status", res.StatusCode, 400)
+	res, err = startedClient(d).Get(base(s, d) + "/closed?name=options")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	equal(t, "app calls", string(b), "0")
 }
 
 // Heads too large: a request line over the guard's 1 MiB gets 414, a
@@ -168,38 +180,42 @@ func TestHostileTLSHTTP10(t *testing.T) {
 // well-behaved client is served meanwhile.
 func TestHostileSlowReaderH1(t *testing.T) {
 	for _, d := range h1doors() {
-		t.Run(d.name, func(t *testing.T) {
-			adminPort := freePort(t)
-			admin := "http://127.0.0.1:" + adminPort
-			s := startH1(t, d, "hostile.ru", "--write-timeout", "2", "--admin-port", adminPort)
-			c := d.dial(t, s.addr)
-			defer c.Close()
-			io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") // and read nothing
-			eventually(t, 10*time.Second, "the stream in Ruby", func() bool {
-				return metricNumber(t, admin, "ruvoy_requests_in_flight") == 1
-			})
-			good := startedClient(d)
-			for range 20 {
-				res, err := good.Get(base(s, d) + "/ok")
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				equal(t, "a well-behaved client's answer", string(b), "ok")
-			}
-			eventually(t, 30*time.Second, "the stalled response cut", func() bool {
-				return metricNumber(t, admin, "ruvoy_requests_in_flight") == 0
-			})
-			equal(t, "responses cut", metricNumber(t, admin, "ruvoy_responses_cut_write_timeout_total"), 1)
-			s.waitStderr(t, `"path":"/big"`, 1)
-			// The connection is closed: what is left to read ends (over TLS
-			// without close_notify: the response was cut).
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) {
-				t.Errorf("the stalled connection did not end: %v", err)
-			}
-		})
+		for _, m := range appModes {
+			t.Run(d.name+m.name, func(t *testing.T) { slowReader(t, d, m.args) })
+		}
+	}
+}
+
+func slowReader(t *testing.T, d h1door, mode []string) {
+	adminPort := freePort(t)
+	admin := "http://127.0.0.1:" + adminPort
+	s := startH1(t, d, "hostile.ru", append([]string{"--write-timeout", "2", "--admin-port", adminPort}, mode...)...)
+	c := d.dial(t, s.addr)
+	defer c.Close()
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") // and read nothing
+	eventually(t, 10*time.Second, "the stream in Ruby", func() bool {
+		return metricNumber(t, admin, "ruvoy_requests_in_flight") == 1
+	})
+	good := startedClient(d)
+	for range 20 {
+		res, err := good.Get(base(s, d) + "/ok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		equal(t, "a well-behaved client's answer", string(b), "ok")
+	}
+	eventually(t, 30*time.Second, "the stalled response cut", func() bool {
+		return metricNumber(t, admin, "ruvoy_requests_in_flight") == 0
+	})
+	equal(t, "responses cut", metricNumber(t, admin, "ruvoy_responses_cut_write_timeout_total"), 1)
+	s.waitStderr(t, `"path":"/big"`, 1)
+	// The connection is closed: what is left to read ends (over TLS
+	// without close_notify: the response was cut).
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the stalled connection did not end: %v", err)
 	}
 }
 
