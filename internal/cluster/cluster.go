@@ -21,11 +21,6 @@ import (
 // the descriptor after it is the worker's urgent socket.
 const FDEnv = "RUVOY_WORKER_FD"
 
-// ForkedAppEnv names the environment variable a worker forked from a
-// template (--preload, internal/vm's rv_template.c) finds its app's number
-// in: its VM runs already, with the app loaded.
-const ForkedAppEnv = "RUVOY_FORKED_APP"
-
 // Config is what the front end tells a worker first (wire.WorkerConfig),
 // as JSON.
 type Config struct {

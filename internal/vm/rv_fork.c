@@ -10,8 +10,8 @@
  * inboxes, epoll set and interrupter afresh, puts its sockets on two free
  * descriptors in a row, and starts Go's runtime on a new thread, through
  * Go's `main` with the worker's argv, environ and auxv as a new process
- * has them. Go's worker code then finds the VM running (rv_forked_app)
- * and the app loaded (RUVOY_FORKED_APP).
+ * has them. Go's worker code then finds the VM running and the app loaded
+ * (rv_forked_app: vm.Start, vm.ForkedApp).
  */
 #include "rv_internal.h"
 
@@ -164,8 +164,6 @@ static void become_worker(int fd, int urgent, int slot)
     char text[32];
     snprintf(text, sizeof text, "%d", sockets);
     setenv("RUVOY_WORKER_FD", text, 1); /* cluster.FDEnv */
-    snprintf(text, sizeof text, "%d", rv_forked_app);
-    setenv("RUVOY_FORKED_APP", text, 1); /* cluster.ForkedAppEnv */
     snprintf(text, sizeof text, "ruvoy: worker %d", slot);
     set_title(text);
     build_go_argv(text);

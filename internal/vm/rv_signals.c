@@ -72,7 +72,7 @@ void rv_signals_fix(void)
     }
 }
 
-/* In a forked worker (rv_template.c), once Go has started and installed its
+/* In a forked worker (rv_fork.c), once Go has started and installed its
  * handlers over those the VM had at the fork (was): Go's are saved as at a
  * boot, and the VM's own put back. */
 void rv_signals_refix(const struct sigaction *was)

@@ -109,6 +109,10 @@ func Start(c Config) error {
 	return nil
 }
 
+// ForkedApp is the app a worker forked from a template (--preload) got
+// loaded with its VM; 0 in any other process.
+func ForkedApp() uint64 { return uint64(C.rv_forked_app) }
+
 // Submit copies payload into a message for the VM thread.
 func Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
 	var p unsafe.Pointer

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -227,21 +226,11 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 
 // execWorker starts the binary again as the worker of slot.
 func execWorker(slot int, theirs, theirUrgent *os.File) (*os.Process, error) {
-	exe, err := os.Executable()
+	// Its socket at 3, and its urgent socket at 4.
+	cmd, err := startSelf("ruvoy: worker "+strconv.Itoa(slot), cluster.FDEnv+"=3", theirs, theirUrgent)
 	if err != nil {
-		return nil, fmt.Errorf("ruvoy: finding this binary to start workers: %w", err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Args = []string{"ruvoy: worker " + strconv.Itoa(slot)}
-	cmd.Env = append(os.Environ(), cluster.FDEnv+"=3") // and its urgent socket, 4
-	cmd.ExtraFiles = []*os.File{theirs, theirUrgent}
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	childrenMu.Lock()
-	defer childrenMu.Unlock()
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("ruvoy: starting a worker: %w", err)
 	}
-	started(cmd.Process.Pid)
 	return cmd.Process, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,8 +26,7 @@ const TemplateFDEnv = "RUVOY_TEMPLATE_FD"
 type template struct {
 	conn    *net.UnixConn
 	cmd     *exec.Cmd
-	exited  atomic.Bool
-	waited  chan struct{} // closed once it has exited
+	waited  chan struct{} // closed once it has exited (cmd.ProcessState set)
 	timeout time.Duration // for a fork
 }
 
@@ -45,24 +43,8 @@ func startTemplate(settings []byte, bootTimeout, forkTimeout time.Duration) (*te
 	if err != nil {
 		return nil, err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		conn.Close()
-		theirs.Close()
-		return nil, fmt.Errorf("ruvoy: finding this binary to start the template: %w", err)
-	}
-	cmd := exec.Command(exe)
-	// The room a worker's title takes over (rv_template.c).
-	cmd.Args = []string{"ruvoy: template, forks the workers"}
-	cmd.Env = append(os.Environ(), TemplateFDEnv+"=3")
-	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	childrenMu.Lock()
-	err = cmd.Start()
-	if err == nil {
-		started(cmd.Process.Pid)
-	}
-	childrenMu.Unlock()
+	// Its title is long: a worker writes its own over it (rv_fork.c).
+	cmd, err := startSelf("ruvoy: template, forks the workers", TemplateFDEnv+"=3", theirs)
 	theirs.Close()
 	if err != nil {
 		conn.Close()
@@ -72,7 +54,6 @@ func startTemplate(settings []byte, bootTimeout, forkTimeout time.Duration) (*te
 	go func() {
 		cmd.Wait()
 		waited(cmd.Process.Pid)
-		t.exited.Store(true)
 		close(t.waited)
 	}()
 	app, text, err := t.ask(wire.AppendFrame(nil, wire.TemplateBoot, 0, 0, 0, settings), nil, bootTimeout)
@@ -99,8 +80,13 @@ func (t *template) ask(frame, rights []byte, timeout time.Duration) (uint64, str
 		err = wire.ErrFrame
 	}
 	if err != nil {
-		if t.exited.Load() || err == io.EOF {
-			err = fmt.Errorf("it exited (%v)", t.cmd.ProcessState)
+		if err == io.EOF { // it exited: its status, once its waiter has it
+			select {
+			case <-t.waited:
+				err = fmt.Errorf("it exited (%v)", t.cmd.ProcessState)
+			case <-time.After(time.Second):
+				err = errors.New("it closed its socket")
+			}
 		}
 		return 0, "", err
 	}
@@ -129,6 +115,16 @@ func (t *template) fork(slot int, sock, urgent *os.File) (*os.Process, error) {
 	return os.FindProcess(int(pid))
 }
 
+// gone says whether the template has exited.
+func (t *template) gone() bool {
+	select {
+	case <-t.waited:
+		return true
+	default:
+		return false
+	}
+}
+
 // kill ends a template that failed.
 func (t *template) kill() {
 	t.cmd.Process.Kill()
@@ -151,7 +147,7 @@ func (t *template) stop() {
 func (p *Pool) forkWorker(slot int, sock, urgent *os.File) (*os.Process, error) {
 	p.tmplMu.Lock()
 	defer p.tmplMu.Unlock()
-	if p.tmpl.exited.Load() {
+	if p.tmpl.gone() {
 		p.log().Error("ruvoy: the template process exited: booting the app in a new one", zap.String("status", fmt.Sprint(p.tmpl.cmd.ProcessState)))
 		t, err := p.startTemplate()
 		if err != nil {

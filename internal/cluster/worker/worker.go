@@ -14,7 +14,6 @@ import (
 	"os"
 	ossignal "os/signal"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -98,12 +97,8 @@ func Run(fd int) int {
 	}
 	rt.SetHoldWarn(cfg.HoldWarn)
 	rt.SetHoldLimit(cfg.HoldLimit)
-	var app uint64
-	if forked := os.Getenv(cluster.ForkedAppEnv); forked != "" { // forked from a template, which loaded it
-		n, _ := strconv.Atoi(forked)
-		app = uint64(n)
-		os.Unsetenv(cluster.ForkedAppEnv)
-	} else {
+	app := vm.ForkedApp() // forked from a template (--preload), which loaded it
+	if app == 0 {
 		var text string
 		if app, text = rt.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams); app == 0 {
 			return fail(text)

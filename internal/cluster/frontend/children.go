@@ -1,7 +1,9 @@
 package frontend
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -12,7 +14,9 @@ import (
 	"time"
 )
 
-// With --preload this process is a child subreaper (template.go): the
+// The front end's children: the workers and templates the pool starts or
+// has forked, each waited for by a waiter of its own (registered here), and
+// the orphans. With --preload this process is a child subreaper (template.go): the
 // processes a worker's app leaves behind when the worker exits come to it,
 // not to init, and each that exits stays a zombie until it is waited for.
 // The front end waits for those it does not know; the ones it started or
@@ -25,6 +29,28 @@ var (
 	// own children (Process.wait): none may be taken from it.
 	reapOff atomic.Bool
 )
+
+// startSelf starts this binary again as title, with env added and files
+// as its descriptors from 3 on, its output this process's; registered, as
+// the pool waits for it itself.
+func startSelf(title, env string, files ...*os.File) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this binary: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Args = []string{title}
+	cmd.Env = append(os.Environ(), env)
+	cmd.ExtraFiles = files
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	childrenMu.Lock()
+	defer childrenMu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	started(cmd.Process.Pid)
+	return cmd, nil
+}
 
 // LocalVM says this process runs an app in its own VM: orphans are no
 // longer waited for (docs/limits.md).
