@@ -121,9 +121,14 @@ func TestWebSocketEcho(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, _, err := websocket.Dial(wsCtx(t), url, nil)
+				c, res, err := websocket.Dial(wsCtx(t), url, nil)
 				if err != nil {
-					t.Error(err)
+					// Whose refusal: the app's (faye.ru says why) or the server's.
+					var body []byte
+					if res != nil {
+						body, _ = io.ReadAll(res.Body)
+					}
+					t.Errorf("%v: %q", err, body)
 					return
 				}
 				c.SetReadLimit(4 << 20)
