@@ -56,6 +56,7 @@ func buildConfig(o *options) ([]byte, error) {
 		MaxBodyBytes:         o.maxBodyBytes,
 		MaxRequests:          o.maxRequests,
 		MaxRequestsPerConn:   o.maxPerConnection,
+		MaxRequestsPerClient: o.maxPerClient,
 		QueueTimeout:         milliseconds(o.queueTimeout),
 		RequestTimeout:       seconds(o.requestTimeout),
 		MaxInflightBodyBytes: o.bodyBudget,

@@ -61,6 +61,11 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Admit at most N requests of one HTTP/2 or HTTP/3 connection to Ruby
                              at once; more wait for one of them to end (default 100, or a
                              quarter of --max-requests when that is less)
+        --max-requests-per-client N
+                             Admit at most N requests of one client address (IPv6: its /64;
+                             behind --trusted-proxies, the address they forward) to Ruby at
+                             once, over all its connections; more are refused as over
+                             --max-requests (default: a quarter of --max-requests, at least 64)
         --write-timeout SECONDS
                              Cut a response whose client takes none of it for SECONDS (a write
                              of up to 64 KiB that does not finish); 0: never (default 30)
@@ -136,6 +141,7 @@ type options struct {
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
 	maxPerConnection           int     // 0: the default
+	maxPerClient               int     // 0: the default
 	writeTimeout               float64 // seconds; 0: never
 	workerTimeout              float64 // seconds; 0: the default
 	workers                    int     // 0: the app runs in this process
@@ -240,6 +246,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	intFlag(fs, &o.maxRequests, "max-requests", 1, "")
 	intFlag(fs, &o.queueTimeout, "queue-timeout", 0, "")
 	intFlag(fs, &o.maxPerConnection, "max-requests-per-connection", 1, "")
+	intFlag(fs, &o.maxPerClient, "max-requests-per-client", 1, "")
 	intFlag(fs, &o.bodyBudget, "max-inflight-body-bytes", 1, "")
 	intFlag(fs, &o.holdWarn, "hold-warn", 0, "")
 	// --stall-warn was --hold-warn's name: it still works, and says so.
