@@ -151,7 +151,7 @@ func TestHostileHeadLimitFollowsTheServer(t *testing.T) {
 		return "GET /ok HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", kib<<10) + "\r\nConnection: close\r\n\r\n"
 	}
 	for _, tc := range []struct {
-		servers  string
+		servers    string
 		at60, at70 int
 	}{
 		{"servers {\n\t\tlistener_wrappers {\n\t\t\truvoy_http1_guard\n\t\t}\n\t}", 431, 431},
