@@ -218,3 +218,14 @@ func TestHostileAdminSocket(t *testing.T) {
 	}
 	equal(t, "exit status after ruvoy stop", s.wait(t, 20*time.Second), 0)
 }
+
+// The token leaves the environment before the app boots: neither the app
+// nor a worker's sees it.
+func TestHostileAdminTokenNotInTheAppsEnvironment(t *testing.T) {
+	rackup := filepath.Join(t.TempDir(), "config.ru")
+	os.WriteFile(rackup, []byte(`run ->(env) { [200, { "content-type" => "text/plain" }, [ENV.key?("RUVOY_ADMIN_TOKEN").to_s]] }`+"\n"), 0o644)
+	for _, mode := range [][]string{nil, {"-w", "1"}} {
+		s := start(t, append(append([]string{"--admin-port", freePort(t)}, mode...), rackup)...)
+		equal(t, fmt.Sprintf("%v: RUVOY_ADMIN_TOKEN in the app's ENV", mode), s.get(t, "/").body, "false")
+	}
+}

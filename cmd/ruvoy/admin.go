@@ -67,8 +67,10 @@ func (o *options) adminListen() string {
 
 // prepareAdmin makes the directory, of the server's user alone, whose
 // socket the admin port's gate reaches Caddy's admin API by (removed at
-// exit), and the token when none was given.
+// exit), and the token when none was given. The token leaves the
+// environment first: the app and its child processes have no use for it.
 func prepareAdmin(o *options) error {
+	os.Unsetenv(adminTokenEnv)
 	if o.adminPort == "" {
 		return nil
 	}

@@ -95,6 +95,9 @@ func serve(args []string) int {
 			fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 			return 1
 		}
+		if opts.adminDir != "" {
+			defer os.RemoveAll(opts.adminDir) // a start that fails; a stop removes it too (caddy.OnExit)
+		}
 	}
 	cfg, err := buildConfig(opts)
 	if err != nil {
