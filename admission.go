@@ -3,6 +3,7 @@ package ruvoy
 import (
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,12 +14,14 @@ import (
 )
 
 // admission bounds the work an app takes on: at most max requests in Ruby at
-// once (a request may wait queueTimeout for a place), and at most the body
-// budget of request body bytes read from clients and not yet taken by the
-// app. Excess is answered 503 before it reaches Ruby.
+// once, at most perClient of them one client's (a request may wait
+// queueTimeout for a place), and at most the body budget of request body
+// bytes read from clients and not yet taken by the app. Excess is
+// answered 503 before it reaches Ruby.
 type admission struct {
 	permits      chan struct{}
-	perConn      int // places one HTTP/2 or HTTP/3 connection may hold (connPlaces)
+	perConn      int           // places one HTTP/2 or HTTP/3 connection may hold (connPlaces)
+	clients      *clientPlaces // nil: a client may hold every place
 	queueTimeout time.Duration
 	body         *bodyBudget
 	counters     *counters
@@ -27,6 +30,7 @@ type admission struct {
 // counters are the runtime-wide figures the metrics report.
 type counters struct {
 	admitted, rejectedCount, rejectedBody, rejectedQueue atomic.Int64
+	rejectedClient                                       atomic.Int64 // over max-requests-per-client
 	queueWaitNs, queued                                  atomic.Int64
 	connQueued                                           atomic.Int64 // waiting for a place of their own connection
 	bodyHeld                                             atomic.Int64
@@ -36,16 +40,21 @@ type counters struct {
 	releases                                             atomic.Int64 // idle spells after which memory was given back
 }
 
-func newAdmission(max, perConn int, queueTimeout time.Duration, budget int64, c *counters) *admission {
-	return &admission{permits: make(chan struct{}, max), perConn: perConn, queueTimeout: queueTimeout,
+func newAdmission(max, perConn, perClient int, queueTimeout time.Duration, budget int64, c *counters) *admission {
+	a := &admission{permits: make(chan struct{}, max), perConn: perConn, queueTimeout: queueTimeout,
 		body: &bodyBudget{limit: budget, counters: c}, counters: c}
+	if perClient < max {
+		a.clients = newClientPlaces(perClient)
+	}
+	return a
 }
 
-// admit takes a place for r; it returns the release function (safe to call
-// more than once), or false when r was answered 503 (or its client left
-// waiting). A request with a body is refused while the body budget has no
-// room for its working set, which it then holds (bodyWorkingSet).
-func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, hasBody bool) (func(), bool) {
+// admit takes a place for r, whose client's address the server names
+// remote; it returns the release function (safe to call more than once),
+// or false when r was answered 503 (or its client left waiting). A request
+// with a body is refused while the body budget has no room for its
+// working set, which it then holds (bodyWorkingSet).
+func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, remote string, hasBody bool) (func(), bool) {
 	if hasBody {
 		if a.body.full(bodyWorkingSet) {
 			a.counters.rejectedBody.Add(1)
@@ -72,18 +81,19 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, h
 	if multiplexed && !a.connPlace(c, r) {
 		return nil, false // its client reset it while it waited
 	}
-	select {
-	case a.permits <- struct{}{}:
-	default:
-		if wait := a.wait(w, r, c); wait != admitted {
-			if multiplexed {
-				c.places.give()
-			}
-			if wait == refused {
-				overloaded(w, r)
-			}
-			return nil, false
+	var who netip.Addr
+	counted := false
+	if a.clients != nil {
+		who, counted = clientOf(remote)
+	}
+	if got := a.place(w, r, c, who, counted); got != admitted {
+		if multiplexed {
+			c.places.give()
 		}
+		if got == refused {
+			overloaded(w, r)
+		}
+		return nil, false
 	}
 	a.counters.admitted.Add(1)
 	placed = true
@@ -91,11 +101,37 @@ func (a *admission) admit(w http.ResponseWriter, r *http.Request, c *connInfo, h
 	return func() {
 		if released.CompareAndSwap(false, true) {
 			<-a.permits
+			if counted {
+				a.clients.give(who)
+			}
 			if multiplexed {
 				c.places.give()
 			}
 		}
 	}, true
+}
+
+// place takes a place in Ruby for r, and one of its client's when counted:
+// at once, or within the queue timeout. When both are short, the refusal
+// counts against max-requests.
+func (a *admission) place(w http.ResponseWriter, r *http.Request, c *connInfo, who netip.Addr, counted bool) int {
+	select {
+	case a.permits <- struct{}{}:
+		if !counted || a.clients.take(who) == nil {
+			return admitted
+		}
+		<-a.permits
+		if a.queueTimeout <= 0 {
+			a.counters.rejectedClient.Add(1)
+			return refused
+		}
+	default:
+		if a.queueTimeout <= 0 {
+			a.counters.rejectedCount.Add(1)
+			return refused
+		}
+	}
+	return a.wait(w, r, c, who, counted)
 }
 
 // connPlace takes one of the places r's connection may hold, waiting for
@@ -245,24 +281,40 @@ const (
 	left     // the client went away
 )
 
-// wait queues for a place up to the queue timeout.
-func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo) int {
-	if a.queueTimeout <= 0 {
-		a.counters.rejectedCount.Add(1)
-		return refused
-	}
+// wait queues for a place up to the queue timeout: first for one of its
+// client's when counted (holding no place meanwhile), then for one in Ruby.
+func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo, who netip.Addr, counted bool) int {
 	a.counters.queued.Add(1)
 	defer a.counters.queued.Add(-1)
 	began := time.Now()
 	timer := time.NewTimer(a.queueTimeout)
 	defer timer.Stop()
 	client := conn.WatchClient(r, c.plumbing())
+	mine := !counted // it holds a place of its client's, or needs none
 	for {
+		var freed <-chan struct{} // closed when one of its client's places may be free
+		var permits chan struct{} // nil (never ready) until it has its client's place
+		if !mine {
+			if freed = a.clients.take(who); freed == nil {
+				mine = true
+			}
+		}
+		if mine {
+			permits = a.permits
+		}
 		select {
-		case a.permits <- struct{}{}:
+		case permits <- struct{}{}:
 			a.counters.queueWaitNs.Add(int64(time.Since(began)))
 			return admitted
+		case <-freed:
 		case <-timer.C:
+			if !mine {
+				a.counters.rejectedClient.Add(1)
+				return refused
+			}
+			if counted {
+				a.clients.give(who)
+			}
 			a.counters.rejectedQueue.Add(1)
 			return refused
 		case <-client.Fin:
@@ -270,6 +322,9 @@ func (a *admission) wait(w http.ResponseWriter, r *http.Request, c *connInfo) in
 		case <-client.Probe:
 			client.SendProbe(w)
 		case <-client.Gone:
+			if mine && counted {
+				a.clients.give(who)
+			}
 			return left
 		}
 	}
@@ -286,7 +341,13 @@ func refuse(w http.ResponseWriter, r *http.Request, status int) {
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
-	if r.ProtoMajor != 1 || r.ContentLength > lingerBytes {
+	if r.ProtoMajor != 1 {
+		// The stream's body is dropped with it; HTTP/2 and HTTP/3 have no
+		// Connection header (an HTTP/3 client refuses the answer).
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	if r.ContentLength > lingerBytes {
 		w.Header()["Connection"] = []string{"close"}
 		http.Error(w, http.StatusText(status), status)
 		return

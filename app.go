@@ -20,8 +20,13 @@ type AppOptions struct {
 	// connection has in Ruby at once; more wait for one of them to end
 	// (default: 100, at most a quarter of MaxRequests).
 	MaxRequestsPerConnection int
-	QueueTimeout             time.Duration // how long a request over MaxRequests may wait (default 0)
-	MaxBodyBytes             int64         // request bodies over this get 413 (0: no limit)
+	// MaxRequestsPerClient bounds the requests one client address (an
+	// IPv6 one by its /64; ClientIP names it) has in Ruby at once, across
+	// its connections; more are refused as over MaxRequests are (default:
+	// a quarter of MaxRequests, at least 64; MaxRequests or more: none).
+	MaxRequestsPerClient int
+	QueueTimeout         time.Duration // how long a request over MaxRequests may wait (default 0)
+	MaxBodyBytes         int64         // request bodies over this get 413 (0: no limit)
 	// RequestTimeout, when set, bounds the time a request spends in Ruby:
 	// past it, Ruvoy::RequestTimeout is raised in its fiber (503).
 	RequestTimeout time.Duration
@@ -114,6 +119,9 @@ func newApp(rt *Runtime, id uint64, o AppOptions, dirs []sendfileDir) *App {
 	if o.MaxRequestsPerConnection <= 0 {
 		o.MaxRequestsPerConnection = max(1, min(defaultPerConn, o.MaxRequests/4))
 	}
+	if o.MaxRequestsPerClient <= 0 {
+		o.MaxRequestsPerClient = min(o.MaxRequests, max(defaultPerClient, o.MaxRequests/4))
+	}
 	if o.RequestWindow <= 0 {
 		o.RequestWindow = defaultRequestWindow
 	}
@@ -129,7 +137,7 @@ func newApp(rt *Runtime, id uint64, o AppOptions, dirs []sendfileDir) *App {
 		}
 	}
 	return &App{rt: rt, id: id, opts: o, sendfileDirs: dirs,
-		admit: newAdmission(o.MaxRequests, o.MaxRequestsPerConnection, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
+		admit: newAdmission(o.MaxRequests, o.MaxRequestsPerConnection, o.MaxRequestsPerClient, o.QueueTimeout, o.MaxInflightBodyBytes, &rt.counters)}
 }
 
 // RequestsPerConnection is the most requests one HTTP/2 or HTTP/3
@@ -194,7 +202,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	cn := connOf(r)
-	release, ok := a.admit.admit(w, r, cn, hasBody)
+	remote := a.clientAddress(r)
+	release, ok := a.admit.admit(w, r, cn, remote, hasBody)
 	if !ok {
 		return
 	}
@@ -223,13 +232,6 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := st.id
 	st.mu.Unlock()
 
-	remote := ""
-	if a.opts.ClientIP != nil {
-		remote = a.opts.ClientIP(r)
-	}
-	if remote == "" {
-		remote = remoteHost(r.RemoteAddr)
-	}
 	bufp := headPool.Get().(*[]byte)
 	var context []byte
 	if a.opts.Context != nil {

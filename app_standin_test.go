@@ -245,3 +245,71 @@ func TestStandinResponder(t *testing.T) {
 		t.Fatalf("a body failing midway: %d %q (flushed: %v), want both parts out before the cut", w.Code, w.Body, w.Flushed)
 	}
 }
+
+// One client address (an IPv6 one by its /64) has at most
+// max-requests-per-client requests in the VM, over all its connections:
+// the rest get 503 with Retry-After at once, or wait the queue timeout for
+// one of its own to end; other clients are served meanwhile, and a peer
+// that is no address (a unix socket's) is not counted.
+func TestStandinPlacesPerClient(t *testing.T) {
+	g := &gate{open: make(chan struct{})}
+	a := load(t, g.app, AppOptions{MaxRequests: 100, MaxRequestsPerClient: 2})
+	from := func(addr, path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		r.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		return w
+	}
+	codes := make(chan int, 10)
+	for i, addr := range []string{"[2001:db8::1]:1000", "[2001:db8::2]:1001", "[2001:db8::3]:1002", "[2001:db8::4]:1003"} {
+		go func() { codes <- from(addr, fmt.Sprintf("/v6/%d", i)).Code }()
+	}
+	eventually(t, "2 of the /64's in the VM", func() bool { return g.started.Load() == 2 })
+	for range 2 {
+		if w := <-codes; w != 503 {
+			t.Fatalf("over the client's places: %d, want 503", w)
+		}
+	}
+	if c := testRT.counters.rejectedClient.Load(); c < 2 {
+		t.Fatalf("refusals counted for the client: %d", c)
+	}
+	// Another client, and peers that are no address, are admitted.
+	for i, addr := range []string{"192.0.2.7:1", "@", "@"} {
+		go func() { codes <- from(addr, fmt.Sprintf("/other/%d", i)).Code }()
+	}
+	eventually(t, "the others in the VM", func() bool { return g.started.Load() == 5 })
+	close(g.open)
+	for range 5 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("admitted: %d", c)
+		}
+	}
+	eventually(t, "no client counted once their requests ended", func() bool {
+		a.admit.clients.mu.Lock()
+		defer a.admit.clients.mu.Unlock()
+		return len(a.admit.clients.held) == 0
+	})
+
+	// With a queue timeout a request over its client's places waits for
+	// one of them.
+	g2 := &gate{open: make(chan struct{})}
+	b := load(t, g2.app, AppOptions{MaxRequests: 100, MaxRequestsPerClient: 1, QueueTimeout: 10 * time.Second})
+	for i := range 2 {
+		go func() {
+			r := httptest.NewRequest("GET", fmt.Sprintf("/q/%d", i), nil)
+			w := httptest.NewRecorder()
+			b.ServeHTTP(w, r)
+			codes <- w.Code
+		}()
+	}
+	eventually(t, "one in the VM, one waiting", func() bool {
+		return g2.started.Load() == 1 && testRT.counters.queued.Load() == 1
+	})
+	close(g2.open)
+	for range 2 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("a request that waited for its client's place: %d", c)
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (rt *Runtime) exitHeld(since uint64, held time.Duration) {
 func (rt *Runtime) activity() (int64, bool) {
 	c := &rt.counters
 	relayed, running := ruby.RelayCounts() // a worker's requests (rv_relay.c)
-	seen := c.admitted.Load() + int64(relayed) + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load()
+	seen := c.admitted.Load() + int64(relayed) + c.rejectedCount.Load() + c.rejectedBody.Load() + c.rejectedQueue.Load() + c.rejectedClient.Load()
 	return seen, rt.streams.inUse() > 0 || running > 0
 }
 

@@ -236,6 +236,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	s := rt.Stats()
 	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(rt.counters.rejectedCount.Load()), "max_requests")
 	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(rt.counters.rejectedQueue.Load()), "queue_timeout")
+	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(rt.counters.rejectedClient.Load()), "max_requests_per_client")
 	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(rt.counters.rejectedBody.Load()), "body_budget")
 	for _, m := range metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(rt, &s))

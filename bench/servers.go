@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +39,9 @@ type server struct {
 	// listens before the backend it starts (Thruster).
 	waitBackend bool
 	noTLS       string // why start returns nil for TLS, if not "no TLS"
+	// named: only in a run whose -servers names it (a setting measured
+	// side by side, not a cell of every run).
+	named bool
 }
 
 func (s server) runs(sc scenario) bool {
@@ -98,6 +102,10 @@ var servers = append([]server{
 	// Cluster mode against Puma's: the CPU-bound and Rails fixtures, where
 	// a second core pays, and the no-op ones, where the process hop shows.
 	ruvoyWorkers(1), ruvoyWorkers(2), ruvoyPreload(2),
+	// The response window, side by side (when named in -servers): what a
+	// response holds in Go while its client takes nothing, against what a
+	// large one moves (docs/limits.md).
+	ruvoyWindow(256 << 10), ruvoyWindow(64 << 10),
 	{name: "puma-w1", label: "puma -w 1 -t 5", ruby: true, only: clusterScenarios,
 		start: func(l launch) *exec.Cmd { return pumaCluster(l, 1) }},
 	{name: "puma-w2", label: "puma -w 2 -t 5", ruby: true, only: clusterScenarios,
@@ -222,7 +230,9 @@ func shellJoin(args []string) string {
 func serverNames() []string {
 	var n []string
 	for _, s := range servers {
-		n = append(n, s.name)
+		if !s.named {
+			n = append(n, s.name)
+		}
 	}
 	for _, s := range rootedServers {
 		n = append(n, s.suite+":"+s.name)
@@ -248,4 +258,34 @@ func serverByName(name string) (server, bool) {
 		}
 	}
 	return server{}, false
+}
+
+// ruvoyWindow is ruvoy's own generated config with the handler's
+// response_window set to n bytes, under `ruvoy run` (with Go's processors
+// following the load, as `ruvoy config.ru` has them).
+func ruvoyWindow(n int) server {
+	return server{name: "ruvoy-rw" + itoa(n>>10), label: "ruvoy, response_window " + itoa(n>>10) + " KiB", h2: true, named: true,
+		only: []string{"noop", "1mib", "ttfb", "h2"}, start: func(l launch) *exec.Cmd {
+			bin := filepath.Join(l.root, "ruvoy")
+			args := []string{"--print-config", "-e", "production", "-p", l.port}
+			if l.tls {
+				args = append(args, "--tls-cert", l.cert, "--tls-key", l.key)
+			}
+			out, err := exec.Command(bin, append(args, l.rackup)...).Output()
+			check(err)
+			var cfg map[string]any
+			check(json.Unmarshal(out, &cfg))
+			srv := cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["ruvoy"].(map[string]any)
+			for _, route := range srv["routes"].([]any) {
+				for _, h := range route.(map[string]any)["handle"].([]any) {
+					if h := h.(map[string]any); h["handler"] == "ruvoy" {
+						h["response_window"] = n
+					}
+				}
+			}
+			file := filepath.Join(l.out, fmt.Sprintf("ruvoy-rw%d-%s.json", n>>10, l.port))
+			b, _ := json.MarshalIndent(cfg, "", "  ")
+			check(os.WriteFile(file, b, 0o644))
+			return exec.Command("env", "RUVOY_PROCS_BY_LOAD=1", bin, "run", "--config", file)
+		}}
 }

@@ -33,6 +33,7 @@ func init() {
 //	    preload
 //	    max_requests    <n>
 //	    max_requests_per_connection <n>
+//	    max_requests_per_client <n>
 //	    queue_timeout   <duration>
 //	    request_timeout <duration>
 //	    hold_warn       <duration>
@@ -104,7 +105,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("workers: want a number from 0 to 256, or auto, got %q", d.Val())
 			}
 			h.Workers = n
-		case "max_requests", "max_requests_per_connection":
+		case "max_requests", "max_requests_per_connection", "max_requests_per_client":
 			option := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -113,10 +114,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil || n <= 0 {
 				return d.Errf("%s: want a positive integer, got %q", option, d.Val())
 			}
-			if option == "max_requests" {
+			switch option {
+			case "max_requests":
 				h.MaxRequests = n
-			} else {
+			case "max_requests_per_connection":
 				h.MaxRequestsPerConn = n
+			default:
+				h.MaxRequestsPerClient = n
 			}
 		case "queue_timeout", "hold_warn", "stall_warn", "request_timeout", "vm_hold_limit", "worker_timeout":
 			option := d.Val()

@@ -89,3 +89,21 @@ func TestCaddyfileDrainAndHealth(t *testing.T) {
 		t.Error("ruvoy_health with an option: taken")
 	}
 }
+
+// The places: max_requests, per connection and per client, each a
+// positive integer.
+func TestCaddyfilePlaces(t *testing.T) {
+	var h Handler
+	d := caddyfile.NewTestDispenser("ruvoy config.ru {\nmax_requests 512\nmax_requests_per_connection 50\nmax_requests_per_client 64\n}")
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if h.MaxRequests != 512 || h.MaxRequestsPerConn != 50 || h.MaxRequestsPerClient != 64 {
+		t.Fatalf("read %+v", h)
+	}
+	for _, bad := range []string{"max_requests_per_client", "max_requests_per_client 0", "max_requests_per_client x"} {
+		if err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + bad + "\n}")); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+}

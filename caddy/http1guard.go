@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/ruvoy/ruvoy/internal/conn"
@@ -55,7 +56,8 @@ type HTTP1Guard struct {
 	// then sends no file with sendfile(2).
 	NoH2C bool `json:"no_h2c,omitempty"`
 
-	logger *zap.Logger
+	logger         *zap.Logger
+	maxHeaderBytes int // the server's (its max_header_size), read at Provision
 }
 
 // CaddyModule returns the Caddy module information.
@@ -66,10 +68,14 @@ func (HTTP1Guard) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision records the guard for the handler's check (warnMissingWrappers).
+// Provision records the guard for the handler's check (warnMissingWrappers)
+// and reads the server's header limit, which Caddy has set by then.
 func (g *HTTP1Guard) Provision(ctx caddy.Context) error {
 	noteWrapper(ctx, "ruvoy_http1_guard")
 	g.logger = ctx.Logger()
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+		g.maxHeaderBytes = srv.MaxHeaderBytes
+	}
 	return nil
 }
 
@@ -85,14 +91,15 @@ func (*HTTP1Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // WrapListener guards each accepted connection.
 func (g HTTP1Guard) WrapListener(l net.Listener) net.Listener {
-	return &guardListener{Listener: l, noH2C: g.NoH2C, logger: g.logger}
+	return &guardListener{Listener: l, noH2C: g.NoH2C, headLimit: headLimit(g.maxHeaderBytes), logger: g.logger}
 }
 
 type guardListener struct {
 	net.Listener
-	noH2C    bool
-	logger   *zap.Logger
-	warnOnce sync.Once // placed before tls: said once
+	noH2C     bool
+	headLimit int
+	logger    *zap.Logger
+	warnOnce  sync.Once // placed before tls: said once
 }
 
 // tlsState is a TLS connection (*tls.Conn, under the tls wrapper): Caddy
@@ -107,11 +114,11 @@ func (l *guardListener) Accept() (net.Conn, error) {
 		return c, err
 	}
 	if t, ok := c.(tlsState); ok {
-		tc := &tlsGuardConn{guardConn{Conn: c, listener: l, overTLS: t}}
+		tc := &tlsGuardConn{guardConn{Conn: c, listener: l, overTLS: t, framer: framer{headLimit: l.headLimit}}}
 		conn.Register(&tc.guardConn) // Caddy wraps it in a wrapper that does not say so
 		return tc, nil
 	}
-	gc := &guardConn{Conn: c, listener: l, framer: framer{noH2C: l.noH2C}}
+	gc := &guardConn{Conn: c, listener: l, framer: framer{noH2C: l.noH2C, headLimit: l.headLimit}}
 	conn.Register(gc)
 	return gc, nil
 }
@@ -140,9 +147,23 @@ func (c *guardConn) alpn() error {
 	return nil
 }
 
-// Past this much head without its end the guard refuses the connection
-// (Go refuses heads over its MaxHeaderBytes, 16 KiB under Caddy, itself).
-const maxGuardedHead = 1 << 20
+// defaultMaxHeaderBytes is the server's header limit when Caddy did not
+// say (a guard outside a server): Caddy's own default for max_header_size
+// (caddyhttp.App.Provision), which it gives Go's server as MaxHeaderBytes.
+const defaultMaxHeaderBytes = 16 << 10
+
+// headLimit is how much of a request head Go's server reads before it
+// answers 431: its MaxHeaderBytes, and the 4 KiB more net/http allows for
+// its read buffer (Server.initialReadLimitSize). Past as much head without
+// its end, the guard refuses it at once: it holds no more than Go would,
+// and the client hears 431 as soon as Caddy alone would tell it (before,
+// the guard took up to 1 MiB and waited for the header timeout).
+func headLimit(maxHeaderBytes int) int {
+	if maxHeaderBytes <= 0 {
+		maxHeaderBytes = defaultMaxHeaderBytes
+	}
+	return maxHeaderBytes + 4096
+}
 
 // warnBeforeTLS says, once, that HTTPS requests pass unguarded.
 func (l *guardListener) warnBeforeTLS() {
@@ -351,8 +372,9 @@ func (c *guardConn) refuse(marker string) {
 const (
 	refusedHead = "REFUSED-BY-RUVOY\r\n\r\n"
 	refusedBody = "\x00REFUSED-BY-RUVOY\r\n\r\n"
-	// Heads over maxGuardedHead: Go answers these 400 as any refused
-	// head, and Write turns that answer into the status RFC 9112 wants.
+	// Heads over the limit (headLimit): Go answers these 400 as any
+	// refused head, and Write turns that answer into the status RFC 9112
+	// wants.
 	refusedLongURI  = "REFUSED-BY-RUVOY-414\r\n\r\n"
 	refusedLongHead = "REFUSED-BY-RUVOY-431\r\n\r\n"
 )
@@ -435,11 +457,12 @@ func (c *guardConn) advance() {
 // framer follows HTTP/1 request framing: where heads, bodies and chunks
 // begin and end.
 type framer struct {
-	state   guardState
-	left    int64 // body or chunk bytes still to come
-	scanned int   // bytes already searched for a line or the head's end
-	trailer int   // trailer bytes seen so far
-	noH2C   bool  // HTTP/2's preface is refused (HTTP1Guard.NoH2C)
+	state     guardState
+	left      int64 // body or chunk bytes still to come
+	scanned   int   // bytes already searched for a line or the head's end
+	trailer   int   // trailer bytes seen so far
+	noH2C     bool  // HTTP/2's preface is refused (HTTP1Guard.NoH2C)
+	headLimit int   // the most head it takes (headLimit); 0: the default's
 }
 
 // step reads what comes next in b, which starts where the framing stands.
@@ -452,8 +475,12 @@ func (f *framer) step(b []byte) (n int, head *framing, refusal string) {
 		end, scanned := headEnd(b, f.scanned)
 		f.scanned = scanned
 		if end < 0 {
-			if len(b) > maxGuardedHead {
-				if bytes.IndexByte(b[:maxGuardedHead], '\n') < 0 {
+			limit := f.headLimit
+			if limit <= 0 {
+				limit = headLimit(0)
+			}
+			if len(b) > limit {
+				if bytes.IndexByte(b[:limit], '\n') < 0 {
 					return 0, nil, refusedLongURI // the request line alone
 				}
 				return 0, nil, refusedLongHead

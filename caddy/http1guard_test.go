@@ -323,11 +323,12 @@ func TestGuardH2CPreface(t *testing.T) {
 // A head over the guard's limit is refused; Go's 400 for the refusal goes
 // out as 414 when the request line alone is that long, else as 431.
 func TestGuardHeadTooLarge(t *testing.T) {
+	limit := headLimit(0)
 	for _, tc := range []struct {
 		name, head, marker, status string
 	}{
-		{"a long request line", "GET /" + strings.Repeat("a", maxGuardedHead+10), refusedLongURI, "HTTP/1.1 414 URI Too Long\r\n"},
-		{"a long header", "GET / HTTP/1.1\r\nX: " + strings.Repeat("b", maxGuardedHead+10), refusedLongHead, "HTTP/1.1 431 Request Header Fields Too Large\r\n"},
+		{"a long request line", "GET /" + strings.Repeat("a", limit+10), refusedLongURI, "HTTP/1.1 414 URI Too Long\r\n"},
+		{"a long header", "GET / HTTP/1.1\r\nX: " + strings.Repeat("b", limit+10), refusedLongHead, "HTTP/1.1 431 Request Header Fields Too Large\r\n"},
 	} {
 		conn := &scripted{data: []byte(tc.head)}
 		c := &guardConn{Conn: conn}
@@ -391,3 +392,54 @@ type oneConn struct{ c net.Conn }
 func (l *oneConn) Accept() (net.Conn, error) { return l.c, nil }
 func (l *oneConn) Close() error              { return nil }
 func (l *oneConn) Addr() net.Addr            { return nil }
+
+// The guard's limit is the server's: Go reads MaxHeaderBytes of a head
+// and 4 KiB of slack (16 KiB and 4 under Caddy's default). A head that
+// fits passes whole; one a byte longer is refused as soon as that much has
+// come, without waiting for more (its client may never send the end).
+func TestGuardHeadLimit(t *testing.T) {
+	if got := headLimit(0); got != 16<<10+4096 {
+		t.Fatalf("the default limit: %d, want Caddy's 16 KiB and Go's 4 KiB", got)
+	}
+	for _, max := range []int{0, 1 << 20} {
+		limit := headLimit(max)
+		prefix := "GET / HTTP/1.1\r\nX: "
+		fits := prefix + strings.Repeat("b", limit-len(prefix)-4) + "\r\n\r\n"
+		if got := guardedLimit(fits, limit); got != fits {
+			t.Fatalf("limit %d: a head of exactly the limit: got %d bytes, want it whole", limit, len(got))
+		}
+		over := prefix + strings.Repeat("b", limit-len(prefix)+1)
+		c := &guardConn{Conn: &endless{data: []byte(over)}, framer: framer{headLimit: limit}}
+		p := make([]byte, 4096)
+		n, err := c.Read(p)
+		if err != nil || string(p[:n]) != refusedLongHead {
+			t.Fatalf("limit %d: a head a byte over it, its end never sent: got %q, %v; want the refusal at once", limit, p[:n], err)
+		}
+		if held := cap(c.in); held > limit+32<<10 {
+			t.Errorf("limit %d: the guard held %d bytes for it", limit, held)
+		}
+	}
+}
+
+// guardedLimit is what Go reads of in through a guard with the given limit.
+func guardedLimit(in string, limit int) string {
+	c := &guardConn{Conn: &scripted{data: []byte(in)}, framer: framer{headLimit: limit}}
+	out, _ := io.ReadAll(bufio.NewReaderSize(c, 4096))
+	return string(out)
+}
+
+// endless reads its data, then blocks the test if read again: a client
+// that never sends the rest.
+type endless struct {
+	net.Conn
+	data []byte
+}
+
+func (c *endless) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		panic("read past what the client sent: the guard waited for more")
+	}
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	return n, nil
+}

@@ -47,6 +47,13 @@ type Handler struct {
 	// (default 100, or a quarter of MaxRequests when that is less). The
 	// server advertises it as HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS.
 	MaxRequestsPerConn int `json:"max_requests_per_connection,omitempty"`
+	// MaxRequestsPerClient bounds the requests one client address (an
+	// IPv6 one by its /64) has in Ruby at once, across its connections and
+	// protocols; the address is the server's client IP, which honours
+	// trusted_proxies. Over it a request is refused, or waits QueueTimeout,
+	// as one over MaxRequests (default: a quarter of MaxRequests, at least
+	// 64; MaxRequests or more: no bound).
+	MaxRequestsPerClient int `json:"max_requests_per_client,omitempty"`
 	// QueueTimeout is how long a request over MaxRequests may wait for a
 	// place before it gets 503 (default 0: at once).
 	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
@@ -218,6 +225,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	opts := ruvoy.AppOptions{
 		MaxRequests:              h.MaxRequests,
 		MaxRequestsPerConnection: h.MaxRequestsPerConn,
+		MaxRequestsPerClient:     h.MaxRequestsPerClient,
 		QueueTimeout:             time.Duration(h.QueueTimeout),
 		MaxInflightBodyBytes:     h.MaxInflightBodyBytes,
 		MaxBodyBytes:             h.MaxBodyBytes,

@@ -66,7 +66,9 @@ func startHarness(root, binary string) (*harness, error) {
 		"apps": map[string]any{"http": map[string]any{
 			"grace_period": "5s",
 			"servers": map[string]any{
-				"main":    server(mainPort, map[string]any{"max_requests": maxRequests, "max_inflight_body_bytes": bodyBudget}),
+				// Every load comes from one address: no bound per client.
+				"main": server(mainPort, map[string]any{"max_requests": maxRequests, "max_requests_per_client": maxRequests,
+					"max_inflight_body_bytes": bodyBudget}),
 				"control": server(controlPort, nil),
 			},
 		}},

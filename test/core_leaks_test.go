@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +25,7 @@ func (s *server) stats(t *testing.T, admin string) stats {
 	if err := json.Unmarshal([]byte(s.get(t, "/stats").body), &st); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.Get(admin + "/debug/pprof/goroutine?debug=1")
+	res, err := adminDo("GET", admin+"/debug/pprof/goroutine?debug=1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func statusAndBodyWith(c *http.Client, url string) string {
 // through the admin API at admin, and returns the config it loaded.
 func reloadToV2(t *testing.T, admin string) string {
 	t.Helper()
-	res, err := client.Get(admin + "/config/")
+	res, err := adminDo("GET", admin+"/config/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func reloadToV2(t *testing.T, admin string) string {
 	if newCfg == string(cfg) {
 		t.Fatalf("the running config does not name reload_v1.ru:\n%s", cfg)
 	}
-	res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
+	res, err = adminDo("POST", admin+"/load", strings.NewReader(newCfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,12 +119,12 @@ func TestDeployReloadAnswersAcceptedConnections(t *testing.T) {
 	reloaded := make(chan string, 1)
 	go func() {
 		admin := "http://127.0.0.1:" + adminPort
-		res, err := client.Get(admin + "/config/")
+		res, err := adminDo("GET", admin+"/config/", nil)
 		if err == nil {
 			cfg, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			newCfg := strings.Replace(string(cfg), "reload_v1.ru", "reload_v2.ru", 1)
-			res, err = client.Post(admin+"/load", "application/json", strings.NewReader(newCfg))
+			res, err = adminDo("POST", admin+"/load", strings.NewReader(newCfg))
 		}
 		if err != nil {
 			reloaded <- err.Error()

@@ -29,7 +29,9 @@ func TestHostileH2ZeroWindow(t *testing.T) {
 		for i, path := range []string{"/page", "/big", "/big"} {
 			m := appModes[i/2]
 			t.Run(d.name+path+m.name, func(t *testing.T) {
-				s, admin := hostileServer(t, d, append([]string{"--write-timeout", "3"}, m.args...)...)
+				// One client's 500 streams: the bound per connection is what
+				// is tested, not the one per client (hostile_clients_test.go).
+				s, admin := hostileServer(t, d, append([]string{"--write-timeout", "3", "--max-requests-per-client", "1024"}, m.args...)...)
 				good := newGoodClient(s, d)
 				ok, p50, p99, failure := good.run("/ok", "ok", 300, 10)
 				equal(t, "answers before the attack", ok, 300)

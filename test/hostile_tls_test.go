@@ -126,9 +126,10 @@ func smuggling(t *testing.T, d h1door, mode []string) {
 	equal(t, "app calls", string(b), "0")
 }
 
-// Heads too large: a request line over the guard's 1 MiB gets 414, a
-// header over it 431 (Go's own limit gives 431 to many headers), over TLS
-// as on cleartext; a well-formed request on a new connection is served.
+// Heads too large: a request line over the server's header limit (20 KiB
+// under Caddy's default) gets 414, a header over it 431 (Go's own limit
+// gives 431 to many headers), over TLS as on cleartext; a well-formed
+// request on a new connection is served.
 func TestHostileHeadLimits(t *testing.T) {
 	for _, d := range h1doors() {
 		t.Run(d.name, func(t *testing.T) {

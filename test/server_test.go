@@ -115,7 +115,8 @@ func launchCmd(t testing.TB, cmd *exec.Cmd, dir string, env []string, addr strin
 	s := &server{t: t, addr: addr, url: "http://" + addr, cmd: cmd, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
-	s.cmd.Env = append(append(os.Environ(), "RACK_ENV=test"), env...)
+	// The admin port's token is known (adminToken), unless env says otherwise.
+	s.cmd.Env = append(append(os.Environ(), "RACK_ENV=test", "RUVOY_ADMIN_TOKEN="+adminToken), env...)
 	s.cmd.Dir = dir
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

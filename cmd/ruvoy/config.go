@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -56,6 +55,7 @@ func buildConfig(o *options) ([]byte, error) {
 		MaxBodyBytes:         o.maxBodyBytes,
 		MaxRequests:          o.maxRequests,
 		MaxRequestsPerConn:   o.maxPerConnection,
+		MaxRequestsPerClient: o.maxPerClient,
 		QueueTimeout:         milliseconds(o.queueTimeout),
 		RequestTimeout:       seconds(o.requestTimeout),
 		MaxInflightBodyBytes: o.bodyBudget,
@@ -208,17 +208,16 @@ func buildConfig(o *options) ([]byte, error) {
 	}
 	persist := false
 	admin := &caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &persist}}
-	if o.adminPort != "" {
-		admin = &caddy.AdminConfig{
-			Listen: net.JoinHostPort("127.0.0.1", o.adminPort),
-			Config: &caddy.ConfigSettings{Persist: &persist},
-		}
+	if listen := o.adminListen(); listen != "" {
+		// On a unix socket only the server's user may open (admin.go):
+		// Caddy's admin API takes no credential.
+		admin = &caddy.AdminConfig{Listen: listen, Config: &caddy.ConfigSettings{Persist: &persist}}
 	}
 	httpApp := &caddyhttp.App{
 		GracePeriod: caddy.Duration(time.Duration(o.grace) * time.Second),
 		Servers:     map[string]*caddyhttp.Server{"ruvoy": server},
 	}
-	if o.adminPort != "" {
+	if o.adminListen() != "" {
 		// Request counts and latencies by status (caddy_http_*) beside
 		// ruvoy's own, on the admin API's /metrics: only where they can be
 		// read, as they cost every request a little.

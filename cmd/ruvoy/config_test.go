@@ -111,3 +111,25 @@ func TestBuildConfigClusterTwice(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// Caddy's admin API, which takes no credential, listens on a unix socket of
+// mode 0600 only: --admin-socket's, or one of the server's own behind
+// --admin-port's gate; metrics are on whenever it listens.
+func TestBuildConfigAdmin(t *testing.T) {
+	cfg, app, _ := configFor(t)
+	if !cfg.Admin.Disabled || app.Metrics != nil {
+		t.Errorf("without --admin-port: admin %+v, metrics %+v", cfg.Admin, app.Metrics)
+	}
+	cfg, app, _ = configFor(t, "--admin-socket", "/run/ruvoy/admin.sock")
+	if cfg.Admin.Disabled || cfg.Admin.Listen != "unix//run/ruvoy/admin.sock|0600" || app.Metrics == nil {
+		t.Errorf("--admin-socket: admin %+v, metrics %+v", cfg.Admin, app.Metrics)
+	}
+	o, _ := parseOptions([]string{"--admin-port", "2019", "app.ru"}, env())
+	o.adminDir = "/tmp/ruvoy-admin-1"
+	if got := o.adminListen(); got != "unix//tmp/ruvoy-admin-1/admin.sock|0600" {
+		t.Errorf("--admin-port: Caddy's admin API listens on %q", got)
+	}
+	if strings.Contains(o.adminListen(), "2019") {
+		t.Errorf("Caddy's admin API listens on the admin port")
+	}
+}

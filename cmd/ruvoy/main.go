@@ -90,6 +90,15 @@ func serve(args []string) int {
 		fmt.Printf("built for Ruby ABI %s; running libruby %s (%s)\n", ruvoy.BuiltABI(), ruvoy.RubyVersion(), ruvoy.RubyPlatform())
 		return 0
 	}
+	if !opts.printConfig {
+		if err := prepareAdmin(opts); err != nil {
+			fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
+			return 1
+		}
+		if opts.adminDir != "" {
+			defer os.RemoveAll(opts.adminDir) // a start that fails; a stop removes it too (caddy.OnExit)
+		}
+	}
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
@@ -125,6 +134,10 @@ func serve(args []string) int {
 		} else {
 			fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		}
+		return 1
+	}
+	if err := serveAdminPort(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		return 1
 	}
 	if opts.port == "0" && opts.socket == "" {

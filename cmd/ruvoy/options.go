@@ -61,6 +61,11 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Admit at most N requests of one HTTP/2 or HTTP/3 connection to Ruby
                              at once; more wait for one of them to end (default 100, or a
                              quarter of --max-requests when that is less)
+        --max-requests-per-client N
+                             Admit at most N requests of one client address (IPv6: its /64;
+                             behind --trusted-proxies, the address they forward) to Ruby at
+                             once, over all its connections; more are refused as over
+                             --max-requests (default: a quarter of --max-requests, at least 64)
         --write-timeout SECONDS
                              Cut a response whose client takes none of it for SECONDS (a write
                              of up to 64 KiB that does not finish); 0: never (default 30)
@@ -98,7 +103,15 @@ const usage = `Usage: ruvoy [options] [config.ru]
                              Log [FILTERED] for query parameters whose names contain one of
                              these (default: Rails' list, passw,secret,token,_key,crypt,
                              salt,certificate,otp,ssn)
-        --admin-port PORT    Expose Caddy's admin API (config, reload, metrics) on 127.0.0.1:PORT
+        --admin-port PORT    Serve /metrics, /ruvoy/ready and /ruvoy/health on 127.0.0.1:PORT, and
+                             the rest of Caddy's admin API (config, /load, /stop, pprof) to
+                             requests with the admin token ("Authorization: Bearer TOKEN")
+        --admin-token-file FILE
+                             The admin token: FILE's first line (default: $RUVOY_ADMIN_TOKEN,
+                             else one made at start and printed once)
+        --admin-socket PATH  Serve Caddy's whole admin API, without a token, on the unix socket
+                             PATH, mode 0600: the server's user only (ruvoy reload and ruvoy
+                             stop --address unix/PATH)
         --print-config       Print the generated Caddy JSON configuration and exit
     -v, --version            Print versions (ruvoy, ruby, caddy, the Ruby ABI built for) and exit
     -h, --help
@@ -130,12 +143,17 @@ var errHelp = pflag.ErrHelp // pflag's answer to -h and --help, which are left u
 type options struct {
 	port, address, environment string
 	adminPort                  string
+	adminSocket                string // Caddy's admin API here (--admin-socket), or ""
+	adminToken                 string // the admin port's token, or "" until prepareAdmin makes one
+	adminTokenMade             bool   // prepareAdmin made it: print it
+	adminDir                   string // prepareAdmin's directory for the admin API's socket
 	grace                      int
 	healthPath                 string  // "": none
 	drainDelay                 float64 // seconds; -1: the default
 	maxBodyBytes               int64
 	maxRequests, queueTimeout  int
 	maxPerConnection           int     // 0: the default
+	maxPerClient               int     // 0: the default
 	writeTimeout               float64 // seconds; 0: never
 	workerTimeout              float64 // seconds; 0: the default
 	workers                    int     // 0: the app runs in this process
@@ -218,7 +236,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	fs.StringVar(&o.pidfile, "pid", "", "") // an alias of --pidfile
 	fs.MarkHidden("pid")
 	for name, p := range map[string]*string{"tls-cert": &o.tlsCert, "tls-key": &o.tlsKey, "tls-client-ca": &o.tlsClientCA,
-		"domain": &o.domain, "admin-port": &o.adminPort, "static": &o.static, "health-path": &o.healthPath} {
+		"domain": &o.domain, "admin-port": &o.adminPort, "static": &o.static, "health-path": &o.healthPath,
+		"admin-socket": &o.adminSocket} {
 		fs.StringVar(p, name, "", "")
 	}
 	// A switch is on once named, whatever follows an = (as ever).
@@ -240,6 +259,7 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	intFlag(fs, &o.maxRequests, "max-requests", 1, "")
 	intFlag(fs, &o.queueTimeout, "queue-timeout", 0, "")
 	intFlag(fs, &o.maxPerConnection, "max-requests-per-connection", 1, "")
+	intFlag(fs, &o.maxPerClient, "max-requests-per-client", 1, "")
 	intFlag(fs, &o.bodyBudget, "max-inflight-body-bytes", 1, "")
 	intFlag(fs, &o.holdWarn, "hold-warn", 0, "")
 	// --stall-warn was --hold-warn's name: it still works, and says so.
@@ -291,6 +311,8 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		}
 		return err
 	})
+	var adminTokenFile string
+	fs.StringVar(&adminTokenFile, "admin-token-file", "", "")
 	fs.Func("filter-parameters", "", func(v string) error {
 		o.filterParameters = strings.Split(v, ",")
 		return nil
@@ -331,6 +353,22 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 	}
 	if o.adminPort != "" {
 		if err := checkPort("admin port", o.adminPort); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	switch {
+	case adminTokenFile != "" && o.adminPort == "":
+		return nil, errors.New("--admin-token-file is the token of --admin-port: give both")
+	case adminTokenFile != "":
+		if o.adminToken, err = readAdminToken(adminTokenFile); err != nil {
+			return nil, err
+		}
+	case o.adminPort != "":
+		o.adminToken = strings.TrimSpace(getenv(adminTokenEnv))
+	}
+	if o.adminSocket != "" {
+		if o.adminSocket, err = filepath.Abs(o.adminSocket); err != nil {
 			return nil, err
 		}
 	}

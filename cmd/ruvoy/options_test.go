@@ -38,6 +38,8 @@ func defaultOptions(t *testing.T) options {
 func TestParseOptions(t *testing.T) {
 	dir := t.TempDir()
 	dir2 := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("from-a-file\nignored\n"), 0o600)
 	cases := []struct {
 		name   string
 		args   []string
@@ -89,12 +91,19 @@ func TestParseOptions(t *testing.T) {
 		{"numbers", []string{"--grace", "3", "--max-body-bytes=100", "--max-requests", "5", "--queue-timeout", "0",
 			"--max-inflight-body-bytes", "1000", "--hold-warn", "0", "--min-upload-rate=0", "--worker-max-rss", "512",
 			"--request-timeout", "1.5", "--vm-hold-limit", "30", "--admin-port", "2019",
-			"--max-requests-per-connection", "8", "--write-timeout", "0", "--worker-timeout", "2.5"}, env(), func(o *options) {
+			"--max-requests-per-connection", "8", "--max-requests-per-client", "9", "--write-timeout", "0", "--worker-timeout", "2.5"}, env(), func(o *options) {
 			o.grace, o.maxBodyBytes, o.maxRequests, o.queueTimeout = 3, 100, 5, 0
 			o.bodyBudget, o.holdWarn, o.minUploadRate, o.workerMaxRSS = 1000, 0, 0, 512
 			o.requestTimeout, o.holdLimit, o.adminPort = 1.5, 30, "2019"
-			o.maxPerConnection, o.writeTimeout, o.workerTimeout = 8, 0, 2.5
+			o.maxPerConnection, o.maxPerClient, o.writeTimeout, o.workerTimeout = 8, 9, 0, 2.5
 		}},
+		{"the admin token from the environment", []string{"--admin-port", "2019"}, env("RUVOY_ADMIN_TOKEN", " t0k3n \n"), func(o *options) {
+			o.adminPort, o.adminToken = "2019", "t0k3n"
+		}},
+		{"the admin token from a file, over the environment", []string{"--admin-port", "2019", "--admin-token-file", tokenFile},
+			env("RUVOY_ADMIN_TOKEN", "other"), func(o *options) { o.adminPort, o.adminToken = "2019", "from-a-file" }},
+		{"no admin port, no token", nil, env("RUVOY_ADMIN_TOKEN", "t"), func(o *options) {}},
+		{"--admin-socket", []string{"--admin-socket", "admin.sock"}, env(), func(o *options) { o.adminSocket = abs(t, "admin.sock") }},
 		{"switches", []string{"--h2c", "--context", "--access-log", "--compress", "--reuse-port", "--print-config", "-v"}, env(),
 			func(o *options) {
 				o.h2c, o.context, o.accessLog, o.compress, o.reusePort, o.printConfig, o.version = true, true, true, true, true, true, true
@@ -215,6 +224,10 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"-p", "http"}, env(), `port: want a number from 0 to 65535, got "http"`},
 		{nil, env("PORT", "x"), `port: want a number from 0 to 65535, got "x"`},
 		{[]string{"--admin-port", "70000"}, env(), `admin port: want a number from 0 to 65535, got "70000"`},
+		{[]string{"--max-requests-per-client", "0"}, env(), `--max-requests-per-client: want an integer of at least 1, got "0"`},
+		{[]string{"--admin-token-file", "/etc/hostname"}, env(), "--admin-token-file is the token of --admin-port: give both"},
+		{[]string{"--admin-port", "1", "--admin-token-file", "/no/such/file"}, env(), "--admin-token-file: open /no/such/file: no such file or directory"},
+		{[]string{"--admin-port", "1", "--admin-token-file", "/dev/null"}, env(), "--admin-token-file: /dev/null has no token on its first line"},
 		{[]string{"--tls-cert", "c.pem"}, env(), "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-internal", "--domain", "x"}, env(), "--tls-internal and --domain exclude each other"},
 		{[]string{"--tls-client-ca", "ca.pem"}, env(), "--tls-client-ca needs HTTPS (--tls-cert, --tls-internal or --domain)"},

@@ -49,6 +49,7 @@ void rv_relay_flush(void);              /* the loop, before it waits */
 int rv_relay_fd(void);                  /* the socket the loop reads, or -1 */
 void rv_relay_events(uint32_t events);  /* epoll says the socket is ready */
 void rv_relay_flush_held(void);         /* writes what a held VM thread sent */
+void rv_relay_trim(void);               /* gives back an empty out buffer (idle) */
 
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 

@@ -38,9 +38,11 @@ __attribute__((constructor(200))) static void tune_malloc(void)
 }
 
 /* Gives the kernel back the free memory of every malloc arena, the pages
- * inside them as well as their tops. */
+ * inside them as well as their tops, and first a worker's relay buffer,
+ * which a burst grew. */
 void rv_release_memory(void)
 {
+    rv_relay_trim();
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif

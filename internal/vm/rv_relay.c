@@ -185,6 +185,21 @@ static void flush_until(uint64_t target, uint64_t deadline)
     }
 }
 
+/* Gives back the out buffer once it is empty (the idle release,
+ * rv_release_memory): a burst of responses the front end reads slower than
+ * the VM makes them grows it (128 stalled 256 KiB responses: 64 MiB), and
+ * it would keep that size for good. */
+void rv_relay_trim(void)
+{
+    pthread_mutex_lock(&R.mu);
+    if (R.off == R.len && R.cap > (64 << 10)) {
+        free(R.out);
+        R.out = NULL;
+        R.off = R.len = R.cap = 0;
+    }
+    pthread_mutex_unlock(&R.mu);
+}
+
 static int take(rv_msg *m);
 
 void rv_relay_open(int fd)
