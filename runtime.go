@@ -248,6 +248,12 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 		closeSendfileDirs(dirs)
 		return nil, rt.bootFailed(rackup, r.text)
 	}
+	// One process is its own worker: its boot hooks run before it serves.
+	if text, ok := rt.WorkerBoot(0); !ok {
+		rt.control(wire.InUnloadApp, r.result, nil)
+		closeSendfileDirs(dirs)
+		return nil, rt.bootFailed(rackup, text)
+	}
 	rt.apps.Add(1)
 	return newApp(rt, r.result, o, dirs), nil
 }
