@@ -63,6 +63,8 @@ type Runtime struct {
 	lastBoot  atomic.Pointer[BootError]
 	release   sync.Once // memory given back once idle, in any process that serves
 
+	dispatching atomic.Bool // the dispatcher may hold messages it took (drainInbox)
+
 	pumps conn.Pumps // hijacked connections Go pumps (hijack.go)
 
 	poolsMu sync.Mutex
@@ -365,6 +367,7 @@ func (rt *Runtime) shutdown() int {
 	go func() { joined <- ruby.Join() }()
 	select {
 	case status := <-joined:
+		rt.drainInbox(time.Second)
 		if status != 0 {
 			return status
 		}
