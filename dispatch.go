@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/wire"
@@ -19,14 +20,32 @@ func (rt *Runtime) dispatch() {
 	wake := os.NewFile(uintptr(ruby.InboxFD()), "ruvoy-go-inbox")
 	var buf [8]byte
 	for {
+		rt.dispatching.Store(true)
 		m := ruby.Poll()
 		if m == nil {
+			rt.dispatching.Store(false)
 			if _, err := wake.Read(buf[:]); err != nil {
 				rt.log().Error("ruvoy: reading the VM's wakeup descriptor failed", zap.Error(err))
 			}
 			continue
 		}
 		rt.routeAll(m)
+	}
+}
+
+// drainInbox routes what the VM sent as it stopped (its shutdown hooks'
+// log lines) before the process goes on to exit: once the inbox is empty
+// and the dispatcher holds none of it, or after wait.
+func (rt *Runtime) drainInbox(wait time.Duration) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+		if m := ruby.Poll(); m != nil {
+			rt.routeAll(m)
+			continue
+		}
+		if !rt.dispatching.Load() {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

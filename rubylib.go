@@ -10,7 +10,7 @@ var rubyFiles embed.FS
 var rubyLoadOrder = []string{
 	"version.rb", "errors.rb", "app_loader.rb", "input.rb", "stream_io.rb",
 	"scheduler.rb", "signals.rb", "offload.rb", "context.rb", "upstream.rb",
-	"rails_support.rb", "rack_timeout.rb", "early_hints.rb", "hijack.rb",
+	"rails_support.rb", "rack_timeout.rb", "early_hints.rb", "hijack.rb", "hooks.rb",
 }
 
 // rubyLibrary lists the files as name, source, name, source...

@@ -63,6 +63,8 @@ type Runtime struct {
 	lastBoot  atomic.Pointer[BootError]
 	release   sync.Once // memory given back once idle, in any process that serves
 
+	dispatching atomic.Bool // the dispatcher may hold messages it took (drainInbox)
+
 	pumps conn.Pumps // hijacked connections Go pumps (hijack.go)
 
 	poolsMu sync.Mutex
@@ -248,6 +250,12 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 		closeSendfileDirs(dirs)
 		return nil, rt.bootFailed(rackup, r.text)
 	}
+	// One process is its own worker: its boot hooks run before it serves.
+	if text, ok := rt.WorkerBoot(0); !ok {
+		rt.control(wire.InUnloadApp, r.result, nil)
+		closeSendfileDirs(dirs)
+		return nil, rt.bootFailed(rackup, text)
+	}
 	rt.apps.Add(1)
 	return newApp(rt, r.result, o, dirs), nil
 }
@@ -359,6 +367,7 @@ func (rt *Runtime) shutdown() int {
 	go func() { joined <- ruby.Join() }()
 	select {
 	case status := <-joined:
+		rt.drainInbox(time.Second)
 		if status != 0 {
 			return status
 		}

@@ -65,7 +65,7 @@ func (s *standIn) Submit(kind uint32, stream uint64, flags uint32, aux uint64, p
 		n := len(s.apps)
 		s.mu.Unlock()
 		s.send(msg.New(wire.OutReply, 0, 0, uint64(n), 0))
-	case wire.InUnloadApp:
+	case wire.InUnloadApp, wire.InHooks: // the stand-in's apps have no hooks
 		s.send(msg.New(wire.OutReply, 0, 0, 1, 0))
 	case wire.InRequest:
 		head, err := wire.ReadRequestHead(p)

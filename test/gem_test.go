@@ -90,6 +90,21 @@ func TestShipGemWithBundler(t *testing.T) {
 	s.cmd.Dir = dir
 	startCmd(t, s)
 	equal(t, "bundle exec ruvoy", s.get(t, "/").body, "bundled ruvoy 0.1.0, offload here: true")
+
+	// Outside the server (a rake task, a console, another server) the
+	// gem's stand-ins run an offloaded block where it is called, and take
+	// the fork hooks' blocks without running them.
+	outside := cmd(env, "bundle", "exec", "ruby", "-e", `require "ruvoy"
+Ruvoy.before_fork { raise "ran" }
+Ruvoy.on_worker_boot { |index| raise "ran" }
+Ruvoy.on_worker_shutdown { raise "ran" }
+print Ruvoy.offload { "offloaded here" }`)
+	outside.Dir = dir
+	out, err := outside.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ruvoy's stand-ins outside the server: %v\n%s", err, out)
+	}
+	equal(t, "outside the server", string(out), "offloaded here")
 }
 
 // The launcher explains a wrong Ruby or a missing libruby instead of

@@ -99,10 +99,11 @@ static VALUE call_before_cleanup(VALUE unused)
     return rb_funcall(rv_mRuvoy, rb_intern("_before_cleanup"), 0);
 }
 
-/* Ruby code that must run before ruby_cleanup kills the app's threads
- * (lib/ruvoy/hijack.rb). */
+/* Ruby code that must run before ruby_cleanup kills the app's threads:
+ * the app's shutdown hooks (rv_hooks.c), then lib/ruvoy/hijack.rb's. */
 static void before_cleanup(void)
 {
+    rv_hooks_shutdown();
     int state = 0;
     rb_protect(call_before_cleanup, Qnil, &state);
     if (state)

@@ -71,6 +71,9 @@ void rv_control_handle(rv_msg *m)
     case RV_IN_FORK:
         rv_fork(m);
         break;
+    case RV_IN_HOOKS:
+        rv_hooks_handle(m);
+        break;
     default:
         break;
     }

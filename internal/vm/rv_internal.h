@@ -258,6 +258,8 @@ void rv_signals_save(void);
 void rv_signals_fix(void);
 void rv_signals_refix(const struct sigaction *was);
 void rv_fork(rv_msg *m); /* rv_fork.c */
+void rv_hooks_handle(rv_msg *m); /* rv_hooks.c */
+void rv_hooks_shutdown(void);
 void rv_fork_prepare(int template_fd, char *argv0, size_t room);
 int rv_read_full(int fd, void *p, size_t n);
 void rv_write_full(int fd, const void *p, size_t n);

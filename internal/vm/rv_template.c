@@ -164,6 +164,13 @@ static void template_main(void)
         fail(m->data, m->len);
     rv_forked_app = (int)m->aux;
     rv_msg_free(m);
+    /* Ruvoy.before_fork's blocks, once, before any fork: one that raises
+     * fails the template's boot. */
+    rv_submit(RV_IN_HOOKS, 0, 0, RV_HOOKS_BEFORE_FORK, NULL, 0);
+    m = await_reply();
+    if (m->aux == 0)
+        fail(m->data, m->len);
+    rv_msg_free(m);
     reply((uint64_t)rv_forked_app, "", 0);
 
     for (;;) {

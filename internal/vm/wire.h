@@ -46,6 +46,13 @@ enum {
     RV_IN_HIJACKED,    /* the connection is the app's: aux is its descriptor (the VM owns it; RV_FLAG_TCP: the client's socket); RV_FLAG_FAILED: it could not be handed over, payload says why */
     RV_IN_RELAY,       /* control (a worker): read and write the front end's socket, descriptor aux, from now on, its requests for app flags; payload: bytes of it already read (rv_relay.c) */
     RV_IN_FORK,        /* control (a template): fork a worker; aux: its socket (low 32 bits) and urgent socket (high), flags: its slot (rv_template.c) */
+    RV_IN_HOOKS,       /* control: run the app's hooks of aux (RV_HOOKS_*); flags: the worker's index; the reply's text is what a block raised (rv_hooks.c) */
+};
+
+/* Which of the app's hooks RV_IN_HOOKS runs (lib/ruvoy/hooks.rb). */
+enum {
+    RV_HOOKS_BEFORE_FORK = 1, /* Ruvoy.before_fork's: in a template, before its first fork */
+    RV_HOOKS_WORKER_BOOT      /* Ruvoy.on_worker_boot's: before a worker, or the one process, serves */
 };
 
 /* Message kinds, VM -> Go. */

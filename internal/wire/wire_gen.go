@@ -31,6 +31,14 @@ const (
 	InRelay = 13
 	// control (a template): fork a worker; aux: its socket (low 32 bits) and urgent socket (high), flags: its slot (rv_template.c)
 	InFork = 14
+	// control: run the app's hooks of aux (RV_HOOKS_*); flags: the worker's index; the reply's text is what a block raised (rv_hooks.c)
+	InHooks = 15
+)
+
+const (
+	// Ruvoy.before_fork's: in a template, before its first fork
+	HooksBeforeFork = 1
+	HooksWorkerBoot = 2
 )
 
 const (

@@ -29,6 +29,7 @@ module Ruvoy
     RailsSupport.install
     RackTimeout.install
     Ruvoy.app_root = File.dirname(path)
+    _app_loaded
     app
   end
 

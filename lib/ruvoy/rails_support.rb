@@ -11,7 +11,8 @@ module Ruvoy
   # another's queries. For Rails < 7, ruvoy makes each fiber lease its own
   # connection: the pool's cache is keyed by fiber, the connection's owner
   # is the fiber (the reaper takes back connections of fibers that died),
-  # and a request releases its connection when it ends, as a thread would.
+  # a request releases its connection when it ends, as a thread would, and
+  # a code reload takes the reloading fiber's connections for its own.
   module RailsSupport
     # Rails rescues every exception into an error page (500); the request
     # timeout and the stop's are the server's, and answer 503.
@@ -28,6 +29,23 @@ module Ruvoy
 
       def connection_cache_key(thread)
         thread.equal?(Thread.current) ? Fiber.current : thread
+      end
+
+      # A code reload (clear_reloadable_connections!) and a disconnect take
+      # every connection of the pool first, counting as the caller's own
+      # those whose owner is Thread.current. Here the owner is a fiber, so
+      # the reloading request's own connection (Base.clear_cache! leased it
+      # just before) was waited for as if another's: 2 x checkout_timeout
+      # (10 s) with new connections blocked, and the requests that came
+      # meanwhile timed out (ActiveRecord::ConnectionTimeoutError). Lent to
+      # the thread for the count, the fiber's connections are its own
+      # again before the caller uses them.
+      def attempt_to_checkout_all_existing_connections(*)
+        mine = synchronize { @connections.select { |conn| conn.owner.equal?(Fiber.current) } }
+        mine.each { |conn| conn._ruvoy_owner = Thread.current }
+        super
+      ensure
+        mine&.each { |conn| conn._ruvoy_owner = Fiber.current if conn.owner.equal?(Thread.current) }
       end
     end
 
@@ -60,6 +78,11 @@ module Ruvoy
 
         pool.send(:remove_connection_from_thread_cache, self, @owner)
         @owner = Fiber.current
+      end
+
+      # PoolByFiber's exclusive checkout.
+      def _ruvoy_owner=(owner)
+        @owner = owner
       end
     end
 

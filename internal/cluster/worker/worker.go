@@ -104,6 +104,9 @@ func Run(fd int) int {
 			return fail(text)
 		}
 	}
+	if text, ok := rt.WorkerBoot(cfg.Slot); !ok {
+		return fail(text)
+	}
 	early, _ := in.Peek(in.Buffered()) // the front end's frames that came with the settings
 	if text, ok := rt.Relay(app, fd, early); !ok {
 		return fail(text)
