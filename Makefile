@@ -11,6 +11,11 @@ SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*
 
 all: ruvoy
 
+# Setting up comes before Ruby is there to ask for its flags: those
+# recipes run without them (else build/rbconfig.sh says "ruby: not found").
+setup setup-test: CGO_CFLAGS =
+setup setup-test: CGO_LDFLAGS =
+
 setup:
 	@build/setup-debian.sh
 
