@@ -186,7 +186,7 @@ func TestConventionsPortZeroAndPidfile(t *testing.T) {
 	s := launch(t, "0", "-p", "0", "--pidfile", pidfile, app("conventions.ru"))
 	var addr string
 	eventually(t, 60*time.Second, "the banner", func() bool {
-		m := regexp.MustCompile(`serving \S+ on http://(127\.0\.0\.1:(\d+))\n`).FindStringSubmatch(s.stdout.String())
+		m := regexp.MustCompile(`serving \S+ on http://(127\.0\.0\.1:(\d+))"`).FindStringSubmatch(s.stdout.String())
 		if m == nil || m[2] == "0" {
 			return false
 		}
