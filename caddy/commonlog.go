@@ -27,8 +27,9 @@ func init() {
 //	127.0.0.1 - - [04/Dec/2026:18:51:56 +0000] "GET /x?y=1 HTTP/1.1" 200 22 0.0007
 //
 // the client (after trusted proxies), the user basic_auth let in, the time
-// the answer ended, the request line, the status, the body's bytes ("-"
-// for none) and the seconds it took. In a Caddyfile: log { format
+// the answer ended, the request line, the status, the body's bytes sent
+// ("-" for none; Rack::CommonLogger writes the Content-Length the app
+// set) and the seconds it took. In a Caddyfile: log { format
 // ruvoy_common }. Entries that are not an access log's write their message.
 type CommonLog struct {
 	// The fields given before the entry (a logger's With, the filter

@@ -61,9 +61,13 @@ func TestFrameworksRackHandlerRequestLine(t *testing.T) {
 	}
 	line := commonLine("/raw/hello?x=1", "11")
 
+	// Rack::CommonLogger writes the Content-Length the app's answer had
+	// (Rack 3.1's rackup adds none here: "-"); ruvoy, the bytes it sent.
 	puma := rackup(t, "puma")
 	equal(t, "under Puma", puma.get(t, "/raw/hello?x=1").body, "hello world")
-	eventually(t, 10*time.Second, "Puma's request line", func() bool { return line.MatchString(puma.stderr.String()) })
+	eventually(t, 10*time.Second, "Puma's request line", func() bool {
+		return commonLine("/raw/hello?x=1", "(?:11|-)").MatchString(puma.stderr.String())
+	})
 
 	ours := rackup(t, "ruvoy")
 	equal(t, "under ruvoy", ours.get(t, "/raw/hello?x=1").body, "hello world")

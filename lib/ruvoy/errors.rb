@@ -42,11 +42,17 @@ module Ruvoy
                      "help there, and such holds are not reported again (other holds are)"
 
   # Frames of code being loaded or compiled: a file required, autoloaded
-  # or loaded; a template compiled (Action View, Tilt); assets (Sprockets,
-  # Sass). Ruby 3.4 quotes labels 'Kernel#require', earlier ones `require'.
-  LOADING_METHODS = %w[require require_relative load autoload const_missing load_missing_constant require_dependency
-                       compile compile! compiled_method compile_template_method precompiled prepare].freeze
-  LOADING_LABEL = /in [`'](?:block (?:\(\d+ levels\) )?in )?(?:[\w:]+[#.])?#{Regexp.union(LOADING_METHODS)}'|<top \(required\)>/
+  # or loaded, or its top level running (not a block it defined, which
+  # runs later: "block in <top (required)>"); a template compiled (Action
+  # View, ERB, Erubi, Tilt and the engines it runs), a frame of a
+  # template engine's own method of that name; assets (Sprockets, Sass).
+  # Ruby 3.4 quotes labels 'Kernel#require', earlier ones `require'.
+  LOADING_METHODS = %w[require require_relative load autoload const_missing load_missing_constant
+                       require_dependency].freeze
+  COMPILING_METHODS = %w[compile compile! compiled_method compile_template_method precompiled prepare].freeze
+  METHOD_LABEL = "in [`'](?:block (?:\\(\\d+ levels\\) )?in )?(?:[\\w:]+[#.])?"
+  LOADING_LABEL = /#{METHOD_LABEL}#{Regexp.union(LOADING_METHODS)}'|in [`']<top \(required\)>'/
+  COMPILING_LABEL = %r{/(?:action_?view|erb|erubi|tilt|haml|slim|liquid|mustache|jbuilder)[-/.][^:]*:\d+:#{METHOD_LABEL}#{Regexp.union(COMPILING_METHODS)}'}
   LOADING_PATH = %r{/(?:sprockets|sassc?)[-/][^/]*}
 
   # Frames of development's error pages being made (Rails', Rack's): not
@@ -56,7 +62,7 @@ module Ruvoy
 
   # The first frame that loads or compiles code, or nil.
   def self.loading_frame(backtrace)
-    backtrace.find { |f| LOADING_LABEL.match?(f) || LOADING_PATH.match?(f) }
+    backtrace.find { |f| LOADING_LABEL.match?(f) || COMPILING_LABEL.match?(f) || LOADING_PATH.match?(f) }
   end
 
   # What the hold detector says of the code holding the VM thread, from
@@ -66,16 +72,17 @@ module Ruvoy
   # backtraces), that is said once, at :info; elsewhere it is a warning to
   # load that code at boot. Any other hold gets the offload advice.
   # The frames shown begin with the one that loads, when it is not the
-  # app's own.
+  # app's own; development's line shows that frame alone.
   def self.hold_report(backtrace)
     frames = hold_frames(backtrace)
     loading = loading_frame(backtrace)
     frames = [loading] + frames if loading && !frames.include?(loading)
-    if (ENV["RAILS_ENV"] || ENV["RACK_ENV"]) == "development" && (loading || backtrace.any? { |f| ERROR_PAGE.match?(f) })
+    page = backtrace.find { |f| ERROR_PAGE.match?(f) }
+    if (ENV["RAILS_ENV"] || ENV["RACK_ENV"]) == "development" && (loading || page)
       return nil if @development_hold_told
 
       @development_hold_told = true
-      return [:info, HOLD_DEVELOPMENT, frames]
+      return [:info, HOLD_DEVELOPMENT, [loading || page]] # the frame that tells, alone: it is said once, in passing
     end
     [:warn, loading ? HOLD_LOADING : HOLD_OFFLOAD, frames]
   end
