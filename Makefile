@@ -1,15 +1,25 @@
 # ruvoy: `make` builds the binary; `make serve` sets up and serves
 # examples/hello; `make test` sets up and runs every check CI runs.
 
-GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# Read once, before the build's flags are exported: GNU make 4.4 gives a
+# $(shell) the exported variables, and so would ask Ruby for its flags
+# (before setup has installed it, on a fresh machine) at each one.
+ifeq ($(origin GO),undefined)
+GO := $(shell command -v go || echo /usr/local/go/bin/go)
+endif
+SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 export CGO_ENABLED := 1
 export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
-SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 
 .PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core test-trixie test-forky stress-short fuzz-short bench bench-forky gem clean
 
 all: ruvoy
+
+# Setting up comes before Ruby is there to ask for its flags: those
+# recipes run without them (else build/rbconfig.sh says "ruby: not found").
+setup setup-test: CGO_CFLAGS =
+setup setup-test: CGO_LDFLAGS =
 
 setup:
 	@build/setup-debian.sh

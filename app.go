@@ -97,6 +97,7 @@ type App struct {
 	opts         AppOptions
 	admit        *admission
 	sendfileDirs []sendfileDir
+	sendfileTold atomic.Bool // unsentFile
 	closed       atomic.Bool
 	pool         *frontend.Pool // cluster mode: the workers it runs in; nil: this process's VM
 
@@ -275,7 +276,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.setTimer(time.AfterFunc(t, func() { l.Interrupt(id, wire.IntrTimeout) }))
 	}
 
-	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, log: a.logPath, rt: a.rt, link: l, id: id, writeChunk: a.opts.WriteChunk}
+	rs := &responder{w: w, req: r, sendfileDirs: a.sendfileDirs, sendfileTold: &a.sendfileTold, log: a.logPath, rt: a.rt, link: l, id: id, writeChunk: a.opts.WriteChunk}
 	if hasBody {
 		rs.rc = http.NewResponseController(w)
 		_ = rs.rc.EnableFullDuplex() // HTTP/1: let the app answer while the body still arrives

@@ -7,6 +7,7 @@ import (
 	"net/textproto"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ruvoy/ruvoy/internal/conn"
@@ -26,6 +27,7 @@ type responder struct {
 	req          *http.Request
 	pump         *bodyPump     // the request body's, or nil
 	sendfileDirs []sendfileDir // X-Sendfile may name files under these
+	sendfileTold *atomic.Bool  // the app was told it set X-Sendfile to no avail (unsentFile)
 	log          func(msg, path string, err error)
 	ignoreBody   bool  // the server sent its own body in the app's place
 	err          error // a write failed

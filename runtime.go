@@ -61,6 +61,7 @@ type Runtime struct {
 	watch     tuning.Watch // the hold detector
 	apps      atomic.Int64 // apps loaded and not closed
 	lastBoot  atomic.Pointer[BootError]
+	stop      stopState // what the stop's lines say (stop.go)
 	release   sync.Once // memory given back once idle, in any process that serves
 
 	dispatching atomic.Bool // the dispatcher may hold messages it took (drainInbox)
@@ -341,6 +342,7 @@ func (rt *Runtime) cutShort(code int) int {
 		return code
 	}
 	if code == 0 {
+		rt.stop.cut.Store(int64(max(n, rt.streams.inUse()))) // and those waiting for the VM thread
 		rt.log().Warn("ruvoy: requests still running after the grace period: raising Ruvoy::Shutdown in them", zap.Int("requests", n))
 	}
 	ruby.Interrupt(0, wire.IntrShutdown)

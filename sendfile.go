@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/ruvoy/ruvoy/internal/conn"
+
+	"go.uber.org/zap"
 )
 
 // sendfileHeaders are the response headers by which an app (Rack::Sendfile,
@@ -23,6 +25,7 @@ var sendfileHeaders = []string{"X-Sendfile", "X-Accel-Redirect"}
 // by Rack::Sendfile) is then ignored. It reports whether it took over.
 func (rs *responder) sendfile() (bool, error) {
 	if len(rs.sendfileDirs) == 0 {
+		rs.unsentFile()
 		return false, nil
 	}
 	h := rs.w.Header()
@@ -73,6 +76,32 @@ func (rs *responder) sendfile() (bool, error) {
 		return true, errClientGone
 	}
 	return true, nil
+}
+
+// unsentFile warns, once for the app, that it asked for a file to be sent
+// (Rails' config.action_dispatch.x_sendfile_header, Rack::Sendfile) that
+// no directory allows: the header goes on as it is, to the client or a
+// proxy in front. A request that says a proxy will send it
+// (X-Sendfile-Type, X-Accel-Mapping: what nginx sets for Rack::Sendfile)
+// is left alone.
+func (rs *responder) unsentFile() {
+	if rs.sendfileTold == nil || rs.sendfileTold.Load() {
+		return
+	}
+	h := rs.w.Header()
+	for _, name := range sendfileHeaders {
+		v := h.Get(name)
+		if v == "" || rs.req.Header.Get("X-Sendfile-Type") != "" || rs.req.Header.Get("X-Accel-Mapping") != "" {
+			continue
+		}
+		if rs.sendfileTold.CompareAndSwap(false, true) {
+			rs.rt.log().Warn("ruvoy: the app set "+name+" to have the server send a file, but no --sendfile-dir (Caddyfile: sendfile_dirs) "+
+				"allows one: the header goes on as it is, and the client gets the app's body (empty under Rack::Sendfile) "+
+				"unless a proxy in front sends the file; said once",
+				zap.String("header", name), zap.String("file", v), zap.String("method", rs.req.Method), zap.String("path", rs.req.URL.Path))
+		}
+		return
+	}
 }
 
 // sendfileRange reads a 206's Content-Range, "bytes FIRST-LAST/SIZE" (SIZE

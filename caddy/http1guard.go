@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -136,6 +138,7 @@ func (c *guardConn) alpn() error {
 	c.alpnDone = true
 	if h, ok := c.Conn.(interface{ HandshakeContext(context.Context) error }); ok {
 		if err := h.HandshakeContext(context.Background()); err != nil {
+			refusePlainHTTP(err)
 			return err
 		}
 	}
@@ -224,6 +227,23 @@ func (c *guardConn) NetConn() net.Conn { return c.Conn }
 func (c *guardConn) Close() error {
 	conn.Forget(c)
 	return c.Conn.Close()
+}
+
+// refusePlainHTTP answers a client that spoke plain HTTP to the TLS port
+// as Go's server (and so Caddy without the guard, and nginx) does: 400 and
+// a sentence. Go's server would, but with the guard above tls it does not
+// see the handshake fail.
+func refusePlainHTTP(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil {
+		return
+	}
+	switch string(re.RecordHeader[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH", "CONNE", "TRACE":
+		re.Conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+		re.Conn.Close()
+	}
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {

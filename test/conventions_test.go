@@ -186,7 +186,7 @@ func TestConventionsPortZeroAndPidfile(t *testing.T) {
 	s := launch(t, "0", "-p", "0", "--pidfile", pidfile, app("conventions.ru"))
 	var addr string
 	eventually(t, 60*time.Second, "the banner", func() bool {
-		m := regexp.MustCompile(`serving \S+ on http://(127\.0\.0\.1:(\d+))\n`).FindStringSubmatch(s.stdout.String())
+		m := regexp.MustCompile(`serving \S+ on http://(127\.0\.0\.1:(\d+))"`).FindStringSubmatch(s.stdout.String())
 		if m == nil || m[2] == "0" {
 			return false
 		}
@@ -228,7 +228,7 @@ func TestConventionsUnixSocketAndFd(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	mustContain(t, "over the socket", string(body), "PATH_INFO=/whoami")
-	mustContain(t, "banner", s.stdout.String(), "on unix://"+sock+"\n")
+	mustContain(t, "banner", s.stdout.String(), "on unix://"+sock+`"`)
 	fi, err := os.Stat(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +266,7 @@ func TestConventionsUnixSocketAndFd(t *testing.T) {
 	t.Cleanup(func() { fd.stop() })
 	fd.waitReady(t)
 	mustContain(t, "over the handed-over socket", fd.get(t, "/whoami").body, "PATH_INFO=/whoami")
+	fd.waitStdout(t, "the banner names the socket's address", `"listen":["http://`+addr+` (fd/3)"]`)
 
 	out, _ := exec.Command(binary(t), "-a", "unix:///tmp/x.sock", "-p", "80", app("conventions.ru")).CombinedOutput()
 	mustContain(t, "unix socket with a port", string(out), "exclude each other")

@@ -41,7 +41,7 @@ func TestCoreHello(t *testing.T) {
 	equal(t, "content-length", r.header.Get("Content-Length"), "22")
 	equal(t, "content-type", r.header.Get("Content-Type"), "text/plain")
 	s.waitStdout(t, "banner",
-		"ruvoy 0.1.0 (ruby "+rubyVersion(t)+", caddy v2.11.9): serving ../examples/hello/config.ru on "+s.url)
+		`"msg":"ruvoy 0.1.0 (ruby `+rubyVersion(t)+`, caddy v2.11.9): serving ../examples/hello/config.ru on `+s.url+`"`)
 }
 
 func TestCoreEnvGet(t *testing.T) {

@@ -40,7 +40,7 @@ func TestCoreBootErrors(t *testing.T) {
 			}
 			if !strings.Contains(c.rackup, "no_such_file") {
 				// Ruby's error, not Caddy's chain of what it provisioned.
-				mustContain(t, "stderr", s.stderr.String(), "ruvoy: "+c.rackup+" failed to load:\n")
+				mustContain(t, "stderr", s.stderr.String(), "ruvoy: "+c.rackup+" failed to load: ")
 				if strings.Contains(s.stderr.String(), "provision") {
 					t.Fatalf("stderr has Caddy's provisioning chain:\n%s", s.stderr)
 				}
@@ -80,11 +80,11 @@ func TestCoreSigtermDrains(t *testing.T) {
 	mustContain(t, "stdout", s.stdout.String(), "core.ru at_exit ran")
 	// What the stop said: that it began, with the requests it lets finish,
 	// and, last, how it ended.
-	began := waitLog(t, s, "ruvoy: gracefully stopping: no new connections; the requests in flight may finish for up to 10s",
-		"signal", "SIGTERM")
+	began := consoleEntry(t, s, "ruvoy: gracefully stopping (SIGTERM): no new connections; the 5 requests in flight may finish for up to 10s")
 	equal(t, "requests in flight at the stop", began["requests"], any(5.0))
-	lines := strings.Split(strings.TrimSpace(s.stderr.String()), "\n")
-	mustContain(t, "the last line", lines[len(lines)-1], `"msg":"ruvoy: stopped: every request finished; the app's at_exit hooks ran","exit_status":0`)
+	lines := strings.Split(strings.TrimSpace(s.stdout.String()), "\n")
+	mustContain(t, "the last line", lines[len(lines)-1],
+		`"msg":"ruvoy: stopped (SIGTERM): the 5 requests in flight finished; the app's at_exit hooks ran; exit status 0","signal":"SIGTERM","requests":5,"exit_status":0}`)
 }
 
 func TestCoreAppCannotTrapServerSignals(t *testing.T) {

@@ -155,7 +155,7 @@ func buildConfig(o *options) ([]byte, error) {
 	// with sendfile(2).
 	protocols := []string{"h1", "h2c"}
 	server := &caddyhttp.Server{
-		Listen:    []string{o.listen()},
+		Listen:    o.listens(),
 		Routes:    routes,
 		AutoHTTPS: &caddyhttp.AutoHTTPSConfig{Disabled: true},
 		Protocols: protocols,
@@ -188,18 +188,27 @@ func buildConfig(o *options) ([]byte, error) {
 		server.TrustedProxiesStrict = 1
 	}
 	logs := map[string]*caddy.CustomLog{
-		"default": {BaseLog: caddy.BaseLog{Level: "WARN"}, Exclude: []string{"admin", "http.handlers.ruvoy", "http.log.access"}},
-		"admin":   {BaseLog: caddy.BaseLog{Level: "ERROR"}, Include: []string{"admin"}},
-		"ruvoy":   {BaseLog: caddy.BaseLog{Level: "INFO"}, Include: []string{"http.handlers.ruvoy"}},
+		// Caddy's farewell left out: the console says how the stop went.
+		"default": {BaseLog: caddy.BaseLog{Level: "WARN", EncoderRaw: m.module(ruvoycaddy.DefaultLog{}, "format", "ruvoy_default")},
+			Exclude: []string{"admin", "http.handlers.ruvoy", "http.log.access"}},
+		"admin": {BaseLog: caddy.BaseLog{Level: "ERROR"}, Include: []string{"admin"}},
+		"ruvoy": {BaseLog: caddy.BaseLog{Level: "INFO"}, Include: []string{"http.handlers.ruvoy"}},
 	}
 	if o.accessLog {
 		server.Logs = &caddyhttp.ServerLogConfig{}
+		var format json.RawMessage // Caddy's choice: text on a terminal, JSON otherwise
+		switch o.accessLogFormat {
+		case "common":
+			format = m.module(ruvoycaddy.CommonLog{}, "format", "ruvoy_common")
+		case "json":
+			format = m.module(&logging.JSONEncoder{}, "format", "json")
+		}
 		logs["access"] = &caddy.CustomLog{
 			BaseLog: caddy.BaseLog{
 				Level:     "INFO",
 				WriterRaw: m.module(caddy.StdoutWriter{}, "output", "stdout"),
 				// Secrets in query strings stay out of the log (caddy/queryfilter.go).
-				EncoderRaw: m.module(&logging.FilterEncoder{FieldsRaw: map[string]json.RawMessage{
+				EncoderRaw: m.module(&logging.FilterEncoder{WrappedRaw: format, FieldsRaw: map[string]json.RawMessage{
 					"request>uri": m.module(ruvoycaddy.QueryFilter{Names: o.filterParameters}, "filter", "ruvoy_query"),
 				}}, "format", "filter"),
 			},
@@ -297,8 +306,8 @@ func configureTLS(o *options, server *caddyhttp.Server, apps caddy.ModuleMap, m 
 		// Whatever name the client asks for (or none, by IP): this one.
 		policy.CertSelection = &caddytls.CustomCertSelectionPolicy{AnyTag: []string{"ruvoy"}}
 	case o.tlsInternal:
-		names := []string{"localhost", "127.0.0.1"}
-		if o.address != "127.0.0.1" && o.address != "localhost" && o.address != "0.0.0.0" && o.address != "::" {
+		names := []string{"localhost", "127.0.0.1", "::1"}
+		if o.address != "127.0.0.1" && o.address != "::1" && o.address != "localhost" && o.address != "0.0.0.0" && o.address != "::" {
 			names = append(names, o.address)
 		}
 		tls.CertificatesRaw = caddy.ModuleMap{"automate": m.json(caddytls.AutomateLoader(names))}

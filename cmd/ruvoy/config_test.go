@@ -133,3 +133,51 @@ func TestBuildConfigAdmin(t *testing.T) {
 		t.Errorf("Caddy's admin API listens on the admin port")
 	}
 }
+
+// The logs: the default one drops Caddy's farewell (ruvoy_default); the
+// access log is Caddy's choice, JSON, or the common log format, each
+// behind the query filter.
+func TestBuildConfigLogs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		wrap string // the filter encoder's wrapped format; "": none
+	}{
+		{[]string{"--access-log"}, ""},
+		{[]string{"--access-log-format", "json"}, `{"format":"json"}`},
+		{[]string{"--access-log-format", "common"}, `{"format":"ruvoy_common"}`},
+	} {
+		cfg, _, srv := configFor(t, c.args...)
+		if srv.Logs == nil {
+			t.Errorf("%q: no access log", c.args)
+		}
+		var enc map[string]json.RawMessage
+		strict(t, cfg.Logging.Logs["access"].EncoderRaw, &enc)
+		if string(enc["format"]) != `"filter"` || compact(enc["wrap"]) != c.wrap {
+			t.Errorf("%q: the access log's format %s", c.args, cfg.Logging.Logs["access"].EncoderRaw)
+		}
+		if got := compact(cfg.Logging.Logs["default"].EncoderRaw); got != `{"format":"ruvoy_default"}` {
+			t.Errorf("the default log's format %s", got)
+		}
+	}
+	if cfg, _, srv := configFor(t); srv.Logs != nil || cfg.Logging.Logs["access"] != nil {
+		t.Errorf("an access log without --access-log")
+	}
+}
+
+// -a localhost listens on each loopback address.
+func TestBuildConfigLocalhost(t *testing.T) {
+	_, _, srv := configFor(t, "-a", "localhost", "-p", "3000")
+	want := []string{"127.0.0.1:3000"}
+	if len(loopbacks()) == 2 {
+		want = append(want, "[::1]:3000")
+	}
+	if !reflect.DeepEqual(srv.Listen, want) {
+		t.Errorf("listen %q, want %q", srv.Listen, want)
+	}
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	json.Compact(&b, raw)
+	return b.String()
+}

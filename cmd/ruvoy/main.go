@@ -6,11 +6,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
@@ -124,13 +126,15 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
 		return 1
 	}
+	con := newConsole(os.Stdout)
+	rt.SetConsole(con.log, railsExit())
 	caddy.TrapSignals()
 	announceStop(rt, opts.drainDelay, opts.grace)
 	if err := caddy.Load(cfg, true); err != nil {
 		// Ruby's error first: Caddy's chain of what it was provisioning
 		// says nothing a user needs.
 		if boot := rt.LastBootError(); boot != nil {
-			fmt.Fprintf(os.Stderr, "ruvoy: %s failed to load:\n%s", opts.rackupArg, boot.Message)
+			fmt.Fprintf(os.Stderr, "ruvoy: %s failed to load: %s", opts.rackupArg, boot.Message)
 		} else {
 			fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		}
@@ -140,6 +144,7 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		return 1
 	}
+	listeners := served(opts)
 	if opts.port == "0" && opts.socket == "" {
 		opts.port = boundPort(opts.port)
 	}
@@ -149,7 +154,10 @@ func serve(args []string) int {
 			return 1
 		}
 	}
-	fmt.Printf("%s: serving %s on %s\n", versionLine(), opts.rackupArg, opts.url())
+	caddyVersion, _ := caddy.Version()
+	con.serving(banner{version: ruvoy.Version, ruby: ruvoy.RubyVersion(), caddy: caddyVersion,
+		rackup: opts.rackupArg, url: opts.url(), environment: opts.environment, pid: os.Getpid(),
+		workers: opts.workers, preload: opts.preload, listeners: listeners})
 	reloadOnSignal(cfg, rt)
 	return 0 // not reached: signals end the process (caddy.TrapSignals)
 }
@@ -198,6 +206,78 @@ func boundPort(fallback string) string {
 	return fallback
 }
 
+// served is every address the running config listens on, as the banner
+// lists them: a URL, and the protocols where they are not plain HTTP/1.1.
+func served(o *options) []string {
+	app, err := caddy.ActiveContext().App("http")
+	if err != nil {
+		return []string{o.url()}
+	}
+	servers := app.(*caddyhttp.App).Servers
+	names := slices.Sorted(maps.Keys(servers))
+	if i := slices.Index(names, "ruvoy"); i > 0 { // the app's server first
+		names = append([]string{"ruvoy"}, slices.Delete(names, i, i+1)...)
+	}
+	var out []string
+	for _, name := range names {
+		srv := servers[name]
+		tls := len(srv.TLSConnPolicies) > 0
+		for _, l := range srv.Listeners() {
+			var url string
+			switch a := l.Addr().(type) {
+			case *net.TCPAddr:
+				url = map[bool]string{true: "https://", false: "http://"}[tls] + a.String()
+			case *net.UnixAddr:
+				url = "unix://" + a.Name
+			default:
+				url = l.Addr().String()
+			}
+			var notes []string
+			switch {
+			case name != "ruvoy":
+				notes = append(notes, "redirects to HTTPS") // automatic HTTPS's port 80
+			case tls:
+				notes = append(notes, "HTTP/1.1, HTTP/2")
+			case o.h2c:
+				notes = append(notes, "HTTP/1.1, h2c")
+			}
+			if strings.HasPrefix(o.socket, "fd/") {
+				notes = append(notes, o.socket)
+			}
+			out = append(out, withNotes(url, notes))
+			if tls && name == "ruvoy" && slices.Contains(srv.Protocols, "h3") {
+				out = append(out, withNotes(url, []string{"HTTP/3, UDP"}))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []string{o.url()}
+	}
+	return out
+}
+
+func withNotes(url string, notes []string) string {
+	if len(notes) == 0 {
+		return url
+	}
+	return url + " (" + strings.Join(notes, "; ") + ")"
+}
+
+// railsExit is what runs after the stop's last line: under `rails server`
+// (the Rack handler sets RUVOY_RAILS_SERVER, lib/ruvoy/rack_handler.rb),
+// Rails' own last line, which Rails prints once its server returns; the
+// handler replaced the process with this one, so this one prints it.
+func railsExit() func() {
+	if os.Getenv(railsServerEnv) == "" {
+		return nil
+	}
+	os.Unsetenv(railsServerEnv) // not for the app's child processes
+	return func() { fmt.Println("Exiting") }
+}
+
+// railsServerEnv marks a ruvoy that `rails server -u ruvoy` started.
+const railsServerEnv = "RUVOY_RAILS_SERVER"
+
 // checkPortFree refuses a port another process serves. Caddy's listeners
 // set SO_REUSEPORT, so without this a second ruvoy on the same port would
 // start silently and share the connections with the first (a stale process
@@ -207,12 +287,14 @@ func checkPortFree(o *options) error {
 	if o.reusePort || o.port == "0" || o.socket != "" {
 		return nil // a unix socket in use makes Caddy fail clearly
 	}
-	l, err := net.Listen("tcp", o.listen())
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("%s is already in use (another ruvoy still serving?); --reuse-port shares it on purpose, for an overlapping restart", o.listen())
-	}
-	if err == nil {
-		l.Close()
+	for _, addr := range o.listens() {
+		l, err := net.Listen("tcp", addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return portInUse(addr)
+		}
+		if err == nil {
+			l.Close()
+		}
 	}
 	return nil // other errors: Caddy reports them as it listens
 }

@@ -18,9 +18,10 @@ import (
 
 const usage = `Usage: ruvoy [options] [config.ru]
     -p, --port PORT          Listen on PORT (default 8080, or $PORT when set)
-    -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1); unix:///PATH listens on a
-                             unix socket (mode 0660; unix:///PATH|0666 to choose), fd/N on
-                             descriptor N (systemd socket activation)
+    -a, --address ADDRESS    Bind to ADDRESS (default 127.0.0.1); localhost binds 127.0.0.1 and
+                             ::1; unix:///PATH listens on a unix socket (mode 0660;
+                             unix:///PATH|0666 to choose), fd/N on descriptor N (systemd
+                             socket activation)
     -e, --environment ENV    RACK_ENV for the app (default: $RACK_ENV, else development)
     -w, --workers N          Run the app in N worker processes, one VM each, behind this
                              one (cluster mode); auto: one per core (default: $WEB_CONCURRENCY,
@@ -98,7 +99,11 @@ const usage = `Usage: ruvoy [options] [config.ru]
         --compress           Compress text responses (zstd or gzip, as the client accepts)
         --early-hints-http1  Send the app's 103 Early Hints to HTTP/1.1 clients too (default: only
                              over HTTP/2 and HTTP/3, where browsers act on them)
-        --access-log         Log every request (to stdout)
+        --access-log         Log every request, to stdout: Caddy's entries, as text on a
+                             terminal and JSON lines otherwise
+        --access-log-format FORMAT
+                             Log every request, to stdout, as common (a line as
+                             Rack::CommonLogger writes it) or json (JSON lines, always)
         --filter-parameters NAME[,NAME...]
                              Log [FILTERED] for query parameters whose names contain one of
                              these (default: Rails' list, passw,secret,token,_key,crypt,
@@ -163,6 +168,7 @@ type options struct {
 	minUploadRate              int     // bytes a second; 0: off
 	bodyBudget                 int64
 	accessLog, h2c, reusePort  bool
+	accessLogFormat            string // json or common; "": Caddy's choice
 	compress, earlyHintsHTTP1  bool
 	preload                    bool
 	filterParameters           []string // query parameter names the access log hides
@@ -182,12 +188,43 @@ type options struct {
 	trustedProxies             []string
 }
 
-// listen is the address as Caddy reads it (unix//PATH, fd/N or host:port).
-func (o *options) listen() string {
+// listen is the address as Caddy reads it (unix//PATH, fd/N or host:port):
+// the first of listens.
+func (o *options) listen() string { return o.listens()[0] }
+
+// listens is every address the server listens on, as Caddy reads them.
+// localhost is each loopback address the machine has, 127.0.0.1 and ::1,
+// as Puma binds it (a browser may try either); with -p 0 only the first,
+// as the kernel would pick each its own port.
+func (o *options) listens() []string {
 	if o.socket != "" {
-		return o.socket
+		return []string{o.socket}
 	}
-	return net.JoinHostPort(o.address, o.port)
+	if o.address != "localhost" {
+		return []string{net.JoinHostPort(o.address, o.port)}
+	}
+	var out []string
+	for _, ip := range loopbacks() {
+		out = append(out, net.JoinHostPort(ip, o.port))
+		if o.port == "0" {
+			break
+		}
+	}
+	return out
+}
+
+// loopbacks is the machine's loopback addresses, IPv4 first: 127.0.0.1,
+// and ::1 unless IPv6 is off.
+func loopbacks() []string {
+	ips := []string{"127.0.0.1"}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(net.IPv6loopback) {
+			ips = append(ips, "::1")
+			break
+		}
+	}
+	return ips
 }
 
 // url is where the banner says the app is served.
@@ -247,6 +284,13 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		"access-log": &o.accessLog, "compress": &o.compress, "early-hints-http1": &o.earlyHintsHTTP1, "preload": &o.preload, "reuse-port": &o.reusePort, "print-config": &o.printConfig} {
 		fs.BoolFunc(name, "", on(p))
 	}
+	fs.Func("access-log-format", "", func(v string) error {
+		if v != "json" && v != "common" {
+			return fmt.Errorf("--access-log-format: want json or common, got %q", v)
+		}
+		o.accessLog, o.accessLogFormat = true, v
+		return nil
+	})
 	fs.FuncP("workers", "w", "", func(v string) (err error) {
 		if o.workers, err = workersValue(v); err != nil {
 			return fmt.Errorf("-w: %w", err)
@@ -321,6 +365,9 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		return nil, optionError(err)
 	}
 	o.portGiven, o.addressGiven = fs.Changed("port"), fs.Changed("address")
+	if strings.HasPrefix(o.address, "[") && strings.HasSuffix(o.address, "]") {
+		o.address = o.address[1 : len(o.address)-1] // [::1], as in a URL
+	}
 	positional := fs.Args()
 	if err := o.checkTLS(); err != nil {
 		return nil, err

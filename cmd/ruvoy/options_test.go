@@ -133,6 +133,13 @@ func TestParseOptions(t *testing.T) {
 		{"--filter-parameters last wins", []string{"--filter-parameters", "a", "--filter-parameters", "b"}, env(),
 			func(o *options) { o.filterParameters = []string{"b"} }},
 		{"--filter-parameters ''", []string{"--filter-parameters", ""}, env(), func(o *options) { o.filterParameters = []string{""} }},
+		{"--access-log-format common", []string{"--access-log-format", "common"}, env(), func(o *options) {
+			o.accessLog, o.accessLogFormat = true, "common"
+		}},
+		{"--access-log-format=json", []string{"--access-log", "--access-log-format=json"}, env(), func(o *options) {
+			o.accessLog, o.accessLogFormat = true, "json"
+		}},
+		{"-a [::1]", []string{"-a", "[::1]"}, env(), func(o *options) { o.address, o.addressGiven = "::1", true }},
 	}
 	for _, c := range cases {
 		got, err := parseOptions(c.args, c.getenv)
@@ -235,6 +242,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"-a", "fd/2"}, env(), "--address fd/2: want fd/N with N a listening socket's descriptor, 3 or more"},
 		{[]string{"--static", "/no/such/dir"}, env(), "--static: /no/such/dir is not a directory"},
 		{[]string{"--sendfile-dir", "/no/such/dir"}, env(), "--sendfile-dir: /no/such/dir is not a directory"},
+		{[]string{"--access-log-format", "apache"}, env(), `--access-log-format: want json or common, got "apache"`},
 	}
 	for _, c := range cases {
 		_, err := parseOptions(c.args, c.getenv)
@@ -248,6 +256,40 @@ func TestParseOptionsHelp(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"app.ru", "--help"}, {"-h", "--bogus"}, {"-p", "80", "-h"}} {
 		if _, err := parseOptions(args, env()); !errors.Is(err, errHelp) {
 			t.Errorf("%q: got %v, want help", args, err)
+		}
+	}
+}
+
+// localhost is each loopback address, as Puma binds it; with -p 0 the
+// first alone (each listener would get a port of its own).
+func TestListens(t *testing.T) {
+	loop := loopbacks()
+	if loop[0] != "127.0.0.1" {
+		t.Fatalf("loopbacks %v", loop)
+	}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"127.0.0.1:8080"}},
+		{[]string{"-a", "::1", "-p", "3000"}, []string{"[::1]:3000"}},
+		{[]string{"-a", "0.0.0.0"}, []string{"0.0.0.0:8080"}},
+		{[]string{"-a", "localhost", "-p", "0"}, []string{"127.0.0.1:0"}},
+		{[]string{"-a", "unix:///tmp/r.sock"}, []string{"unix//tmp/r.sock|0660"}},
+	}
+	if len(loop) == 2 {
+		cases = append(cases, struct {
+			args []string
+			want []string
+		}{[]string{"-a", "localhost", "-p", "3000"}, []string{"127.0.0.1:3000", "[::1]:3000"}})
+	}
+	for _, c := range cases {
+		o, err := parseOptions(c.args, env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.listens(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: listens %q, want %q", c.args, got, c.want)
 		}
 	}
 }

@@ -31,9 +31,11 @@ int rv_hold_signal(void)
     return SIGRTMIN + 7;
 }
 
-static VALUE brief(VALUE bt)
+/* What to say of the hold, from its backtrace (Ruvoy.hold_report): nil,
+ * or [level, message, the frames to show]. */
+static VALUE judge(VALUE bt)
 {
-    return rb_funcall(rv_mRuvoy, rb_intern("hold_frames"), 1, bt);
+    return rb_funcall(rv_mRuvoy, rb_intern("hold_report"), 1, bt);
 }
 
 static void report_job(void *data)
@@ -53,23 +55,34 @@ static void report_job(void *data)
     }
     VALUE bt = rb_make_backtrace();
     int state = 0;
-    VALUE frames = rb_protect(brief, bt, &state); /* the app's frames first */
-    if (state || !RB_TYPE_P(frames, T_ARRAY)) {
+    VALUE said = rb_protect(judge, bt, &state);
+    VALUE text = rb_str_new_cstr("the VM thread is held by one request: other requests wait (wrap blocking calls in Ruvoy.offload)");
+    VALUE frames = bt;
+    int level = RV_LOG_WARN;
+    if (state) {
         rb_set_errinfo(Qnil);
-        frames = bt;
+    } else if (NIL_P(said)) {
+        return; /* nothing worth saying (loading code in development, told once) */
+    } else if (RB_TYPE_P(said, T_ARRAY) && RARRAY_LEN(said) == 3 && RB_TYPE_P(rb_ary_entry(said, 1), T_STRING) &&
+               RB_TYPE_P(rb_ary_entry(said, 2), T_ARRAY)) {
+        if (rb_ary_entry(said, 0) == ID2SYM(rb_intern("info")))
+            level = RV_LOG_INFO;
+        text = rb_ary_entry(said, 1);
+        frames = rb_ary_entry(said, 2); /* the app's frames first */
     }
     VALUE lines = rb_ary_join(frames, rb_str_new_cstr("\n"));
     const char *f[] = {"held_ms", held, "backtrace", StringValueCStr(lines)};
     rv_buf b;
     rv_buf_start(&b, RV_OUT_LOG, atomic_load(&rv_stat.held_stream), 1024);
-    const char *msg = "the VM thread is held by one request: other requests wait (wrap blocking calls in Ruvoy.offload)";
-    rv_buf_put_str(&b, msg, strlen(msg));
+    rv_buf_put_str(&b, RSTRING_PTR(text), RSTRING_LEN(text));
     for (int i = 0; i < 4; i++)
         rv_buf_put_str(&b, f[i], strlen(f[i]));
     rv_msg *m = rv_buf_finish(&b);
-    m->flags = RV_LOG_WARN;
+    m->flags = level;
     rv_to_go_push(m);
     RB_GC_GUARD(lines);
+    RB_GC_GUARD(text);
+    RB_GC_GUARD(said);
     RB_GC_GUARD(bt);
 }
 

@@ -9,20 +9,23 @@
 # options onto ruvoy's flags. Not part of the runtime the binary embeds.
 module Ruvoy
   module RackHandler
-    def run(_app, **options)
-      command = self.command(options)
-      warn "ruvoy: #{command.join(" ")}" unless options[:Silent]
+    # app is what rackup built, or nil from `rails server` (below).
+    def run(app, **options)
       # Rails' server logs requests to the console in development; ruvoy's
       # Rails support does the same when asked (lib/ruvoy/rails_support.rb).
       ENV["RUVOY_LOG_TO_STDOUT"] = "1" if options[:log_stdout]
-      exec(*command)
+      exec(*command(options, rackup: !app.nil?))
     end
 
-    def command(options)
+    def command(options, rackup: false)
       args = [binary]
       args.push("-p", options[:Port].to_s) if options[:Port]
       args.push("-a", options[:Host].to_s) if options[:Host]
       args.push("-e", options[:environment].to_s) if options[:environment]
+      # rackup wraps the app in Rack::CommonLogger in development and
+      # deployment unless -q (its logging_middleware): a line a request,
+      # which ruvoy then writes in the app's place.
+      args.push("--access-log-format", "common") if rackup && %w[development deployment].include?(options[:environment].to_s) && !options[:quiet]
       args << File.expand_path(options[:config] || "config.ru")
     end
 
@@ -59,6 +62,11 @@ if defined?(::Rails::Server)
       return super unless options[:server].to_s == "ruvoy"
 
       create_tmp_directories if respond_to?(:create_tmp_directories, true)
+      setup_dev_caching if respond_to?(:setup_dev_caching, true)
+      # Rails says "Exiting" once its server returns; ruvoy, which replaces
+      # this process, says it in its place (and so a waiting Rails process,
+      # its memory with it, is not kept: cmd/ruvoy's railsExit).
+      ENV["RUVOY_RAILS_SERVER"] = "1" unless options[:daemon]
       server.run(nil, **options)
     end
   end

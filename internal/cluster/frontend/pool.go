@@ -150,7 +150,9 @@ func Start(cfg Config) (*Pool, error) {
 		return nil, first
 	}
 	go p.watch()
-	p.log().Info("ruvoy: workers serving", zap.String("rackup", cfg.Worker.Rackup), zap.Int("workers", cfg.Workers))
+	// Debug: the command line's banner names the workers (and under `ruvoy
+	// run`, Caddy's "serving initial configuration" follows).
+	p.log().Debug("ruvoy: workers serving", zap.String("rackup", cfg.Worker.Rackup), zap.Int("workers", cfg.Workers))
 	return p, nil
 }
 

@@ -45,6 +45,7 @@ type Worker struct {
 	retiring  atomic.Bool                   // it takes no new request, and stops once its requests end
 	replacing atomic.Bool                   // a new worker is starting to take its slot
 	stopping  atomic.Bool                   // it was told to stop: its exit is expected
+	bootError atomic.Bool                   // its app failed to load: its exit is expected, and the error said
 	stats     atomic.Pointer[cluster.Stats] // what it last reported
 
 	statm *os.File     // its /proc statm, open while it runs (with a max RSS)
@@ -278,6 +279,7 @@ func (w *Worker) control(f wire.Frame, p []byte) {
 		var r bootResult
 		if f.Aux != 1 {
 			r.err = &BootError{Message: string(p)}
+			w.bootError.Store(true)
 		}
 		select {
 		case w.ready <- r:
@@ -343,7 +345,7 @@ func (w *Worker) supervise() {
 		p.mu.Lock()
 		p.codes = append(p.codes, code)
 		p.mu.Unlock()
-	} else {
+	} else if !w.bootError.Load() {
 		cause := exitCause(waitErr)
 		if w.timedOut.Load() {
 			cause = "killed: it stopped reporting"
