@@ -442,9 +442,7 @@ func TestCableWorkersPostgres(t *testing.T) {
 // broadcast POSTed from here and one sent from its own form.
 func TestCableChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (make setup-test installs it)")
-	}
+	need(t, err == nil, "chromium (make setup-test installs it)")
 	s, admin, _ := startCable(t, nil)
 	b := startChromium(t, bin)
 	b.open(s.url + "/rooms/lobby")

@@ -23,9 +23,7 @@ import (
 // the figures in docs/protocols.md#early-hints.
 func TestEarlyHintsChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (make setup-test installs it)")
-	}
+	need(t, err == nil, "chromium (make setup-test installs it)")
 	c := makeCerts(t)
 	s := start(t, "--tls-cert", c.serverCert, "--tls-key", c.serverKey, "--early-hints-http1", app("early_hints.ru"))
 	origin := "https://" + s.addr

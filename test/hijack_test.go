@@ -456,7 +456,7 @@ func TestHijackOutOfDescriptors(t *testing.T) {
 		s := start(t, app("hijack.ru"))
 		limit := uint64(openFDs(t, s) + 20)
 		if err := unix.Prlimit(s.cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
-			t.Skipf("cannot lower the server's descriptor limit: %v", err)
+			t.Fatalf("lowering the server's descriptor limit: %v", err)
 		}
 		var held []net.Conn
 		refused := ""
