@@ -412,6 +412,7 @@ func TestCableWorkersPostgres(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			if status := p.post(t, "lobby", fmt.Sprintf("after the reset %d", i)); status != 204 {
 				t.Errorf("POST status %d", status)
 			}

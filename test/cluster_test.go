@@ -25,7 +25,7 @@ import (
 )
 
 // pids is the set of worker pids that answered /pid over n requests.
-func (s *server) pids(t *testing.T, n int) map[string]int {
+func (s *server) pids(t testing.TB, n int) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
 	var mu sync.Mutex
@@ -34,6 +34,7 @@ func (s *server) pids(t *testing.T, n int) map[string]int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := s.get(t, "/pid")
 			mu.Lock()
 			seen[r.body]++
@@ -92,6 +93,7 @@ func bodiesCross(t *testing.T, s *server, n, size int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			equal(t, "a file body", s.get(t, "/file").body, string(file))
 			equal(t, "a streamed body", s.get(t, "/stream").body, "chunk 0\nchunk 1\nchunk 2\nchunk 3\nchunk 4\n")
 			r := s.do(t, "POST", "/upload", bytes.NewReader(payload))
@@ -302,8 +304,7 @@ func procState(pid int) string {
 func TestClusterBalancesAroundHeldWorker(t *testing.T) {
 	s := start(t, "-w", "2", app("cluster.ru"))
 	s.pids(t, 10)
-	held := make(chan string, 1)
-	go func() { held <- s.get(t, "/block?s=5").body }()
+	held := background(t, func(t testing.TB) string { return s.get(t, "/block?s=5").body })
 	time.Sleep(500 * time.Millisecond)
 	var slowest atomic.Int64
 	var wg sync.WaitGroup
@@ -313,6 +314,7 @@ func TestClusterBalancesAroundHeldWorker(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			for time.Now().Before(deadline) {
 				began := time.Now()
 				r := s.get(t, "/pid")
@@ -429,11 +431,12 @@ func TestClusterMetrics(t *testing.T) {
 		slots, _ := strconv.ParseFloat(metricValue(t, admin, "ruvoy_ruby_heap_live_slots"), 64)
 		return slots > 10000
 	})
-	go s.get(t, "/sleep?s=2")
+	inFlight := background(t, func(t testing.TB) response { return s.get(t, "/sleep?s=2") })
 	eventually(t, 5*time.Second, "a request in flight", func() bool {
 		return metricValue(t, admin, `ruvoy_worker_requests_in_flight{worker="0"}`)+metricValue(t, admin, `ruvoy_worker_requests_in_flight{worker="1"}`) == "10" ||
 			metricValue(t, admin, `ruvoy_worker_requests_in_flight{worker="0"}`)+metricValue(t, admin, `ruvoy_worker_requests_in_flight{worker="1"}`) == "01"
 	})
+	equal(t, "the request in flight", (<-inFlight).status, 200)
 }
 
 // Clients that vanish while their requests run in workers leave nothing
@@ -477,8 +480,7 @@ func TestClusterStopDrains(t *testing.T) {
 	s := start(t, "-w", "2", app("cluster.ru"))
 	workers := workerPids(t, s)
 	equal(t, "workers", len(workers), 2)
-	done := make(chan response, 1)
-	go func() { done <- s.get(t, "/sleep?s=1") }()
+	done := background(t, func(t testing.TB) response { return s.get(t, "/sleep?s=1") })
 	time.Sleep(300 * time.Millisecond)
 	equal(t, "exit status", s.stop(), 0)
 	equal(t, "the request in flight", (<-done).status, 200)
@@ -538,6 +540,7 @@ func TestClusterFrontEndReleasesMemoryWhenIdle(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			for range 10 {
 				if r := s.get(t, "/big"); r.status != 200 || len(r.body) != 1<<20 {
 					t.Errorf("/big: %d, %d bytes", r.status, len(r.body))
@@ -572,6 +575,7 @@ func TestClusterWorkerMaxRSSFastLeak(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			for {
 				select {
 				case <-stop:

@@ -149,7 +149,7 @@ func TestDeployReloadAnswersAcceptedConnections(t *testing.T) {
 	equal(t, "POST /load", <-reloaded, "200 OK")
 }
 
-func dialRaw(t *testing.T, addr string) net.Conn {
+func dialRaw(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

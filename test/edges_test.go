@@ -178,7 +178,7 @@ func halfCloseKeepsTheAnswer(t *testing.T, s *server) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, _ := exchange(t, s.addr, c.req, true, 5*time.Second)
+				out, _ := exchange(inGoroutine(t), s.addr, c.req, true, 5*time.Second)
 				if a := parseAnswers(out); len(a) != 1 || a[0].status != 200 || a[0].body != c.want {
 					lost.Add(1)
 					t.Logf("%q: got %q", c.req, out)

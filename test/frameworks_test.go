@@ -151,6 +151,7 @@ func TestFrameworksRailsTransactionsPerFiber(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := s.do(t, "POST", fmt.Sprintf("/probes/transaction?sleep=0.1&tag=ok%d", i), nil)
 			var v struct {
 				Connection any `json:"connection"`

@@ -121,6 +121,7 @@ func TestHijackEcho(t *testing.T) {
 					return
 				}
 				defer c.Close()
+				t := inGoroutine(t)
 				echoRounds(t, c, openUpgrade(t, c, path), 50)
 			}([]string{"/full", "/partial-echo", "/upgrade"}[i%3])
 		}
@@ -242,7 +243,7 @@ func TestHijackVanishingClients(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				openUpgrade(t, c, "/full")
+				openUpgrade(inGoroutine(t), c, "/full")
 				io.WriteString(c, "ab")
 				c.(*net.TCPConn).SetLinger(0)
 				c.Close()
@@ -351,20 +352,21 @@ func TestHijackManyIdle(t *testing.T) {
 	before := s.rss(t)
 	conns := make([]net.Conn, n)
 	readers := make([]*bufio.Reader, n)
-	each := func(f func(i int)) {
+	each := func(f func(t testing.TB, i int)) {
 		var wg sync.WaitGroup
 		for w := 0; w < 20; w++ {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
+				t := inGoroutine(t)
 				for i := w; i < n; i += 20 {
-					f(i)
+					f(t, i)
 				}
 			}(w)
 		}
 		wg.Wait()
 	}
-	each(func(i int) {
+	each(func(t testing.TB, i int) {
 		c, err := net.Dial("tcp", s.addr)
 		if err != nil {
 			t.Error(err)
@@ -385,7 +387,7 @@ func TestHijackManyIdle(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == strconv.Itoa(n)
 	})
 	t.Logf("server RSS: %d MiB before, %d MiB with %d idle hijacked connections", before>>20, s.rss(t)>>20, n)
-	each(func(i int) {
+	each(func(t testing.TB, i int) {
 		conns[i].SetDeadline(time.Now().Add(60 * time.Second))
 		echoRounds(t, conns[i], readers[i], 1)
 	})

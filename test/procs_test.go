@@ -44,6 +44,7 @@ func TestProcsByLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			if i%10 == 0 { // leaves before its answer
 				c := dialRaw(t, s.addr)
 				c.Write([]byte("GET /slow HTTP/1.1\r\nHost: a\r\n\r\n"))

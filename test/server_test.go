@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,6 +305,43 @@ func (s *server) rawRequest(t testing.TB, request string) response {
 		t.Fatal(err)
 	}
 	return response{res.StatusCode, res.Header, string(b)}
+}
+
+// inGoroutine is t for a goroutine the test started. t.Fatal must be
+// called from the test's own goroutine; in another, the helpers' fatal
+// checks (s.get, equal, ...) instead fail the test and end that goroutine
+// alone, its deferred calls run (a WaitGroup's Done).
+func inGoroutine(t testing.TB) testing.TB { return goroutineT{t} }
+
+type goroutineT struct{ testing.TB }
+
+func (g goroutineT) Fatal(args ...any) {
+	g.Helper()
+	g.Error(args...)
+	runtime.Goexit()
+}
+
+func (g goroutineT) Fatalf(format string, args ...any) {
+	g.Helper()
+	g.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (g goroutineT) FailNow() {
+	g.Fail()
+	runtime.Goexit()
+}
+
+// background runs f in a goroutine (with inGoroutine's t) and returns its
+// result's channel, closed without a value when f failed: a test waiting
+// on it then goes on (to fail) instead of hanging.
+func background[T any](t testing.TB, f func(t testing.TB) T) <-chan T {
+	ch := make(chan T, 1)
+	go func() {
+		defer close(ch)
+		ch <- f(inGoroutine(t))
+	}()
+	return ch
 }
 
 // eventually retries check until it passes or the time is up.

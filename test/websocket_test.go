@@ -121,6 +121,7 @@ func TestWebSocketEcho(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				t := inGoroutine(t)
 				c, res, err := websocket.Dial(wsCtx(t), url, nil)
 				if err != nil {
 					// Whose refusal: the app's (faye.ru says why) or the server's.
@@ -261,7 +262,7 @@ func TestWebSocketVanishingClients(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c := rawUpgrade(t, s.addr)
+				c := rawUpgrade(inGoroutine(t), s.addr)
 				// A masked binary frame announcing 100 bytes; 10 of them come.
 				frame := []byte{0x82, 0x80 | 100, 1, 2, 3, 4}
 				c.Write(append(frame, bytes.Repeat([]byte{'x'}, 10)...))
