@@ -169,9 +169,19 @@ func TestFrameworksRailsTransactionsPerFiber(t *testing.T) {
 	t.Logf("%d transactions of 100 ms each in %v", n, time.Since(began))
 	equal(t, "distinct connections for the requests in flight", len(connections), n)
 	equal(t, "rows committed", s.get(t, "/probes/count?prefix=tx%20ok").body, fmt.Sprintf(`{"count":%d}`, n))
+	// The pool's figures: a probe that fails, or lacks one, fails the test
+	// (a nil map would read as an idle pool).
 	pool := func() map[string]float64 {
+		r := s.get(t, "/probes/pool")
 		var p map[string]float64
-		json.Unmarshal([]byte(s.get(t, "/probes/pool").body), &p)
+		if err := json.Unmarshal([]byte(r.body), &p); r.status != 200 || err != nil {
+			t.Fatalf("GET /probes/pool: %d %q (%v)", r.status, r.body, err)
+		}
+		for _, k := range []string{"busy", "waiting", "size"} {
+			if _, ok := p[k]; !ok {
+				t.Fatalf("GET /probes/pool: no %q in %v", k, p)
+			}
+		}
 		return p
 	}
 	if p := pool(); p["busy"] != 0 || p["waiting"] != 0 {
