@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -405,26 +406,41 @@ func TestConventionsCompress(t *testing.T) {
 	small := s.do(t, "GET", "/whoami", nil, "Accept-Encoding", "gzip")
 	equal(t, "small answer", small.header.Get("Content-Encoding"), "")
 
+	// The stream, gzipped: each of its three lines (0.3 s apart in the
+	// app) is decoded from what has arrived before the next is yielded.
+	stream := plain.get(t, "/stream").body
 	c, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
-	began := time.Now()
-	var arrivals []time.Duration
-	buf := make([]byte, 65536)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			arrivals = append(arrivals, time.Since(began))
-		}
-		if err != nil || bytes.HasSuffix(buf[:n], []byte("0\r\n\r\n")) {
-			break
-		}
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(arrivals) < 3 || arrivals[len(arrivals)-1]-arrivals[0] < 400*time.Millisecond {
-		t.Fatalf("the compressed stream arrived in %d reads at %v: not as it was yielded", len(arrivals), arrivals)
+	equal(t, "the stream's encoding", r.Header.Get("Content-Encoding"), "gzip")
+	equal(t, "the stream's framing", fmt.Sprint(r.TransferEncoding), "[chunked]")
+	gz, err := gzip.NewReader(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(gz)
+	var got strings.Builder
+	var arrivals []time.Time
+	for {
+		line, err := lines.ReadString('\n')
+		got.WriteString(line)
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the gzipped stream after %d bytes: %v", got.Len(), err)
+		}
+		arrivals = append(arrivals, time.Now())
+	}
+	equal(t, "the gzipped stream, decoded", got.String(), stream)
+	if len(arrivals) != 3 || arrivals[2].Sub(arrivals[0]) < 400*time.Millisecond {
+		t.Fatalf("the stream's 3 lines were decoded at %v: not as they were yielded, 0.3 s apart", arrivals)
 	}
 }
