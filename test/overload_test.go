@@ -42,19 +42,31 @@ func burst(t *testing.T, s *server, n int, path string) map[int]int {
 
 func metricValue(t testing.TB, admin, name string) string {
 	t.Helper()
+	return metricValues(t, admin, name)[0]
+}
+
+// metricValues are metrics' values from one scrape, in the order named.
+func metricValues(t testing.TB, admin string, names ...string) []string {
+	t.Helper()
 	res, err := http.Get(admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			return strings.TrimPrefix(line, name+" ")
+	values := make([]string, len(names))
+	for i, name := range names {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				values[i] = v
+				break
+			}
+		}
+		if values[i] == "" {
+			t.Fatalf("no metric %s in:\n%s", name, b)
 		}
 	}
-	t.Fatalf("no metric %s in:\n%s", name, b)
-	return ""
+	return values
 }
 
 func TestOverloadRequestCount(t *testing.T) {
