@@ -58,6 +58,48 @@ func startRails(t *testing.T, dir string, env []string, args ...string) *server 
 	return s
 }
 
+// Each shape of Rack body, and the statuses without one, answered as Puma
+// answers them, in the same RACK_ENV, read off the wire: the same status,
+// headers and body, and each framed as the table says (Content-Length or
+// chunked, HEAD, Connection, HTTP/1.0).
+func TestFrameworksFramingMatchesPuma(t *testing.T) {
+	s := start(t, "-e", pumaEnv, app("framing.ru"))
+	reference := strings.TrimPrefix(puma(t, "apps", "framing.ru", nil), "http://")
+	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	head := func(path string) string { return "HEAD " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	compareFraming(t, s.addr, reference, []framingCase{
+		{get("/one"), "delimited, kept", ""},
+		{head("/one"), "no body, kept", ""},
+		{get("/parts"), "delimited, kept", ""},
+		{head("/parts"), "no body, kept", ""},
+		{get("/empty"), "delimited, kept", ""},
+		{get("/sized"), "length 6, kept", ""},
+		{head("/sized"), "no body (length 6), kept", ""},
+		{get("/stream"), "delimited, kept", ""},
+		{head("/stream"), "no body, kept", ""},
+		// Puma 5.6 sends the app's Connection: close and keeps the
+		// connection all the same.
+		{get("/closed"), "delimited, closed (connection: close)", "-"},
+		{head("/closed"), "no body, closed (connection: close)", "-"},
+		{get("/no-content"), "no body, kept", ""},
+		{get("/not-modified"), "no body, kept", ""},
+		{get("/redirect"), "delimited, kept", ""},
+		{get("/nope"), "delimited, kept", ""},
+		{head("/nope"), "no body, kept", ""},
+		{"GET /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "delimited, closed (connection: close)", ""},
+		{"HEAD /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "no body, closed (connection: close)", ""},
+		// HTTP/1.0 knows no chunks: the length when the whole body came
+		// with the head, else the body up to the close.
+		{"GET /one HTTP/1.0\r\n\r\n", "length 9, closed | to the close, closed", ""},
+		{"GET /stream HTTP/1.0\r\n\r\n", "length 24, closed | to the close, closed", ""},
+		{"HEAD /one HTTP/1.0\r\n\r\n", "no body, closed", ""},
+		// Kept alive at the client's word only with a length. Puma 5.6
+		// keeps the connection, and sends a body whose end cannot be told.
+		{"GET /one HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "length 9, kept (connection: keep-alive) | to the close, closed", "-"},
+		{"POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", "delimited, kept", ""},
+	})
+}
+
 // The Rails example answers under ruvoy as it does under Puma, answer for
 // answer.
 func TestFrameworksRailsMatchesPuma(t *testing.T) {
@@ -101,8 +143,10 @@ func getBody(t *testing.T, url string) string {
 	return string(b)
 }
 
+// The Sinatra example answers under ruvoy as under Puma, in the same
+// RACK_ENV (Sinatra's error pages and logging follow it).
 func TestFrameworksSinatraMatchesPuma(t *testing.T) {
-	s := start(t, "../examples/sinatra/config.ru")
+	s := start(t, "-e", pumaEnv, "../examples/sinatra/config.ru")
 	reference := puma(t, "../examples/sinatra", "config.ru", nil)
 	compareServers(t, s.url, reference, []step{
 		{method: "GET", path: "/"},
@@ -121,7 +165,7 @@ func TestFrameworksSinatraMatchesPuma(t *testing.T) {
 // answers under ruvoy as under Puma: early hints left out over HTTP/1.1
 // by both, a streamed body, HEAD, a 404.
 func TestFrameworksRackLintMatchesPuma(t *testing.T) {
-	s := start(t, "-e", "production", app("conventions.ru"))
+	s := start(t, "-e", pumaEnv, app("conventions.ru"))
 	reference := puma(t, "apps", "conventions.ru", nil)
 	compareServers(t, s.url, reference, []step{
 		{method: "GET", path: "/hints"},

@@ -419,7 +419,7 @@ func TestHijackEarlyBytes(t *testing.T) {
 // has no Rack 3 upgrades: after a 101 with a callable body, or with a
 // rack.hijack header, it reads the client's next bytes as HTTP.)
 func TestHijackMatchesPuma(t *testing.T) {
-	s := start(t, app("hijack.ru"))
+	s := start(t, "-e", pumaEnv, app("hijack.ru"))
 	abs, _ := filepath.Abs("apps")
 	reference := strings.TrimPrefix(puma(t, abs, "hijack.ru", nil), "http://")
 	for _, tc := range []struct{ request, send string }{

@@ -156,7 +156,7 @@ func TestWebSocketEcho(t *testing.T) {
 // Puma serves the same config.ru, in the same RACK_ENV: the 101 is the
 // same, byte for byte, and the same messages come back the same from both.
 func TestWebSocketEchoPuma(t *testing.T) {
-	s := start(t, "-e", "production", app("faye.ru"))
+	s := start(t, "-e", pumaEnv, app("faye.ru"))
 	reference := strings.TrimPrefix(puma(t, "apps", "faye.ru", nil), "http://")
 	heads := map[string]string{}
 	for name, addr := range map[string]string{"ruvoy": s.addr, "Puma": reference} {
