@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // getWith1xx GETs path and returns the 1xx answers before the response.
@@ -47,7 +49,8 @@ func getWith1xx(t *testing.T, c *http.Client, url string) (hints []textproto.MIM
 }
 
 // env["rack.early_hints"] sends a 103 with the app's Link lines before the
-// response, over HTTP/2, and over HTTP/1.1 with --early-hints-http1; the
+// response, over HTTP/2 and HTTP/3, and over HTTP/1.1 with
+// --early-hints-http1; the
 // hints are not the response's headers; none goes to an HTTP/1.0 client
 // or once the response began. Where none would go the app has no
 // env["rack.early_hints"], as under Puma.
@@ -59,6 +62,21 @@ func TestConventionsEarlyHints(t *testing.T) {
 	hints, res = getWith1xx(t, h2cClient(), s.url+"/hints")
 	equal(t, "HTTP/2 hints by default", len(hints), 1)
 	equal(t, "HTTP/2 body by default", res.body, "hinted\n")
+
+	// HTTP/3, on the TLS port.
+	c := makeCerts(t)
+	secure := start(t, "--tls-cert", c.serverCert, "--tls-key", c.serverKey, app("conventions.ru"))
+	h3 := &http.Client{Timeout: 30 * time.Second, Transport: &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: c.pool}}}
+	hints, res = getWith1xx(t, h3, "https://"+secure.addr+"/hints")
+	equal(t, "HTTP/3 hints", len(hints), 1)
+	equal(t, "HTTP/3 Link lines", strings.Join(hints[0]["Link"], " | "),
+		"</style.css>; rel=preload; as=style | </app.js>; rel=preload; as=script")
+	equal(t, "HTTP/3 status", res.status, 200)
+	equal(t, "HTTP/3 body", res.body, "hinted\n")
+	equal(t, "HTTP/3 final Link", strings.Join(res.header["Link"], " | "), "</final>")
+	hints, res = getWith1xx(t, h3, "https://"+secure.addr+"/hints/late")
+	equal(t, "HTTP/3 late hints", len(hints), 0)
+	equal(t, "HTTP/3 late body", res.body, "ab")
 
 	s = start(t, "--h2c", "--early-hints-http1", app("conventions.ru"))
 	for name, c := range map[string]*http.Client{"HTTP/1.1": client, "HTTP/2": h2cClient()} {
