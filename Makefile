@@ -79,9 +79,10 @@ e2e-ruby: ruvoy
 test-trixie:
 	build/debian-root.sh trixie make check ruvoy unit e2e-ruby
 
-# The core end-to-end tests, the rackup handler and the Rack::Lint
-# comparison with Puma: what the newest Rack, rackup and Puma can break.
-CORE_TESTS := ^Test(Core|FrameworksRackHandler|FrameworksRackLintMatchesPuma)
+# The core end-to-end tests, the rackup handler and the Rack::Lint and
+# framing comparisons with Puma: what the newest Rack, rackup and Puma can
+# break.
+CORE_TESTS := ^Test(Core|FrameworksRackHandler|FrameworksRackLintMatchesPuma|FrameworksFramingMatchesPuma)
 e2e-core: ruvoy
 	RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -short -timeout 20m ./test/... -run '$(CORE_TESTS)'
 
