@@ -185,21 +185,33 @@ func boundPort(fallback string) string {
 	return fallback
 }
 
-// checkPortFree refuses a port another process serves. Caddy's listeners
-// set SO_REUSEPORT, so without this a second ruvoy on the same port would
-// start silently and share the connections with the first (a stale process
-// serving old code); --reuse-port asks for exactly that, for an
-// overlapping restart.
+// checkPortFree refuses a port, or an admin port, another process serves.
+// Caddy's listeners set SO_REUSEPORT, so without this a second ruvoy on
+// the same port would start silently and share the connections with the
+// first (a stale process serving old code); --reuse-port asks for exactly
+// that, for an overlapping restart.
 func checkPortFree(o *options) error {
+	// The admin API is never shared, --reuse-port or not: another
+	// process's would answer some of this one's admin requests.
+	if o.adminPort != "" && o.adminPort != "0" {
+		if inUse("127.0.0.1:" + o.adminPort) {
+			return fmt.Errorf("--admin-port %s: 127.0.0.1:%s is already in use (another ruvoy's admin API?)", o.adminPort, o.adminPort)
+		}
+	}
 	if o.reusePort || o.port == "0" || o.socket != "" {
 		return nil // a unix socket in use makes Caddy fail clearly
 	}
-	l, err := net.Listen("tcp", o.listen())
-	if errors.Is(err, syscall.EADDRINUSE) {
+	if inUse(o.listen()) {
 		return fmt.Errorf("%s is already in use (another ruvoy still serving?); --reuse-port shares it on purpose, for an overlapping restart", o.listen())
 	}
+	return nil // other errors: Caddy reports them as it listens
+}
+
+// inUse says whether another socket listens on addr.
+func inUse(addr string) bool {
+	l, err := net.Listen("tcp", addr)
 	if err == nil {
 		l.Close()
 	}
-	return nil // other errors: Caddy reports them as it listens
+	return errors.Is(err, syscall.EADDRINUSE)
 }

@@ -215,6 +215,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"-p", "http"}, env(), `port: want a number from 0 to 65535, got "http"`},
 		{nil, env("PORT", "x"), `port: want a number from 0 to 65535, got "x"`},
 		{[]string{"--admin-port", "70000"}, env(), `admin port: want a number from 0 to 65535, got "70000"`},
+		{[]string{"-p", "3000", "--admin-port", "3000"}, env(), "--admin-port 3000 is the port the app is served on"},
 		{[]string{"--tls-cert", "c.pem"}, env(), "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-internal", "--domain", "x"}, env(), "--tls-internal and --domain exclude each other"},
 		{[]string{"--tls-client-ca", "ca.pem"}, env(), "--tls-client-ca needs HTTPS (--tls-cert, --tls-internal or --domain)"},
