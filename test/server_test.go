@@ -69,12 +69,42 @@ type server struct {
 	err    error // from Wait
 }
 
+// handedOut are the ports freePort has returned in this run.
+var handedOut sync.Map
+
+// freePort is a port nothing listens on, and one freePort has not
+// returned before in this run: the kernel may pick a port again as soon as
+// it is closed, and two servers given one port share it without a word
+// (Caddy's listeners set SO_REUSEPORT). A test that took a port for its
+// admin API and then one for its app got the same twice; some of its
+// WebSocket dials then reached the admin API, which answered 400.
 func freePort(t testing.TB) string {
-	port, err := testserver.FreePort()
-	if err != nil {
-		t.Fatal(err)
+	for {
+		port, err := testserver.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	return port
+}
+
+// listeners are the inodes of the TCP sockets listening on port.
+func listeners(port string) []string {
+	n, _ := strconv.Atoi(port)
+	suffix := fmt.Sprintf(":%04X", n)
+	var inodes []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(table)
+		for _, line := range strings.Split(string(b), "\n") {
+			// sl local_address rem_address st ... inode: 0A is LISTEN
+			if f := strings.Fields(line); len(f) > 9 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
+				inodes = append(inodes, f[9])
+			}
+		}
+	}
+	return inodes
 }
 
 // start runs `ruvoy -p PORT args...` and waits until it accepts
@@ -93,6 +123,11 @@ func startEnv(t testing.TB, env []string, args ...string) *server {
 	// ruvoy prints its banner once it listens: a connection before that
 	// reached someone else on the port (Caddy binds with SO_REUSEPORT).
 	eventually(t, 60*time.Second, "the banner", func() bool { return strings.Contains(s.stdout.String(), ": serving ") })
+	// Another process on the port (another test run's server, say) would
+	// answer some of the connections: say so, rather than fail oddly.
+	if l := listeners(port); len(l) != 1 {
+		t.Fatalf("%d sockets listen on port %s (%v), not this server's one: another process shares it (SO_REUSEPORT)", len(l), port, l)
+	}
 	return s
 }
 
