@@ -67,32 +67,39 @@ func TestFrameworksFramingMatchesPuma(t *testing.T) {
 	reference := strings.TrimPrefix(puma(t, "apps", "framing.ru", nil), "http://")
 	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
 	head := func(path string) string { return "HEAD " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	// A HEAD's answer has no body, and a Content-Length only if it is the
+	// GET's: both servers send one where the body's length is known
+	// before it is sent (an Array under Rack 3's Lint, which has to_ary).
+	noBody := func(length int, rest string) string {
+		return fmt.Sprintf("no body%s | no body (length %d)%s", rest, length, rest)
+	}
 	compareFraming(t, s.addr, reference, []framingCase{
 		{get("/one"), "delimited, kept", ""},
-		{head("/one"), "no body, kept", ""},
+		{head("/one"), noBody(9, ", kept"), ""},
 		{get("/parts"), "delimited, kept", ""},
-		{head("/parts"), "no body, kept", ""},
+		{head("/parts"), noBody(26, ", kept"), ""},
 		{get("/empty"), "delimited, kept", ""},
 		{get("/sized"), "length 6, kept", ""},
 		{head("/sized"), "no body (length 6), kept", ""},
 		{get("/stream"), "delimited, kept", ""},
-		{head("/stream"), "no body, kept", ""},
-		// Puma 5.6 sends the app's Connection: close and keeps the
-		// connection all the same.
+		{head("/stream"), noBody(24, ", kept"), ""},
+		// Puma (5.6, 6.6 and 8) sends the app's Connection: close and
+		// keeps the connection all the same.
 		{get("/closed"), "delimited, closed (connection: close)", "-"},
-		{head("/closed"), "no body, closed (connection: close)", "-"},
+		{head("/closed"), noBody(22, ", closed (connection: close)"), "-"},
 		{get("/no-content"), "no body, kept", ""},
-		{get("/not-modified"), "no body, kept", ""},
+		// Puma 6.6 and 8 send a 304 Content-Length: 0, not the 200's.
+		{get("/not-modified"), "no body, kept", "no body, kept | no body (length 0), kept"},
 		{get("/redirect"), "delimited, kept", ""},
 		{get("/nope"), "delimited, kept", ""},
-		{head("/nope"), "no body, kept", ""},
+		{head("/nope"), noBody(10, ", kept"), ""},
 		{"GET /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "delimited, closed (connection: close)", ""},
-		{"HEAD /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "no body, closed (connection: close)", ""},
+		{"HEAD /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", noBody(9, ", closed (connection: close)"), ""},
 		// HTTP/1.0 knows no chunks: the length when the whole body came
 		// with the head, else the body up to the close.
 		{"GET /one HTTP/1.0\r\n\r\n", "length 9, closed | to the close, closed", ""},
 		{"GET /stream HTTP/1.0\r\n\r\n", "length 24, closed | to the close, closed", ""},
-		{"HEAD /one HTTP/1.0\r\n\r\n", "no body, closed", ""},
+		{"HEAD /one HTTP/1.0\r\n\r\n", noBody(9, ", closed"), ""},
 		// Kept alive at the client's word only with a length. Puma 5.6
 		// keeps the connection, and sends a body whose end cannot be told.
 		{"GET /one HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "length 9, kept (connection: keep-alive) | to the close, closed", "-"},
