@@ -12,7 +12,7 @@ export CGO_ENABLED := 1
 export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
 export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
 
-.PHONY: all setup setup-test serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core test-trixie test-forky stress-short fuzz-short bench bench-forky gem clean
+.PHONY: all setup setup-test preflight serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core test-trixie test-forky stress-short fuzz-short bench bench-forky gem clean
 
 all: ruvoy
 
@@ -26,6 +26,12 @@ setup:
 
 setup-test:
 	@build/setup-debian.sh test
+
+# What `make test` needs from the machine (root, 2 CPUs, Chromium,
+# PostgreSQL, nginx, HAProxy, kernel settings), checked before the
+# 30-minute run, with one error listing what is missing.
+preflight:
+	@test/preflight
 
 ruvoy: $(SOURCES)
 	$(GO) build -o $@ ./cmd/ruvoy
@@ -83,9 +89,10 @@ e2e-ruby: ruvoy
 test-trixie:
 	build/debian-root.sh trixie make check ruvoy unit e2e-ruby
 
-# The core end-to-end tests, the rackup handler and the Rack::Lint
-# comparison with Puma: what the newest Rack, rackup and Puma can break.
-CORE_TESTS := ^Test(Core|FrameworksRackHandler|FrameworksRackLintMatchesPuma)
+# The core end-to-end tests, the rackup handler and the Rack::Lint and
+# framing comparisons with Puma: what the newest Rack, rackup and Puma can
+# break.
+CORE_TESTS := ^Test(Core|FrameworksRackHandler|FrameworksRackLintMatchesPuma|FrameworksFramingMatchesPuma)
 e2e-core: ruvoy
 	RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -short -timeout 20m ./test/... -run '$(CORE_TESTS)'
 
@@ -94,7 +101,10 @@ e2e-core: ruvoy
 test-forky:
 	build/debian-root.sh forky make check e2e-core
 
-test: setup-test check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie test-forky
+# CI=1: a test whose prerequisite is missing fails instead of skipping
+# (test/prereq_test.go); build/debian-root.sh passes CI into the roots.
+test: export CI := $(or $(CI),1)
+test: setup-test preflight check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie test-forky
 
 # The runtime under plain net/http, without Caddy: a benchmark diagnostic.
 ruvoy-nethttp: $(SOURCES)

@@ -188,16 +188,19 @@ func TestStandinPlacesPerConnection(t *testing.T) {
 	if started := g.started.Load(); started != 2 {
 		t.Fatalf("%d in the VM with the connection's places taken", started)
 	}
+	// Another connection is not held up meanwhile: its request reaches
+	// the VM while this one's still wait.
+	other := WithConn(context.Background(), conn)
+	go func() { done <- h2(other, "/other") }()
+	eventually(t, "another connection's request in the VM", func() bool { return g.started.Load() == 3 })
+	if n := testRT.counters.connQueued.Load(); n != 2 {
+		t.Fatalf("%d waiting for a place of their own connection, want this one's 2", n)
+	}
 	close(g.open)
-	for range 4 {
+	for range 5 {
 		if w := <-done; w.Code != 200 {
 			t.Fatalf("%d", w.Code)
 		}
-	}
-	// Another connection was never held up.
-	other := WithConn(context.Background(), conn)
-	if w := h2(other, "/other"); w.Code != 200 {
-		t.Fatalf("another connection: %d", w.Code)
 	}
 }
 

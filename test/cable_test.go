@@ -330,20 +330,72 @@ func TestCableAsync(t *testing.T) {
 	mustContain(t, "/action_cable.js", js.body, "createConsumer")
 }
 
-// Under Puma, the same app sends the same frames, byte for byte (the
-// welcome and the confirmation are checked as they come).
+// Under Puma, the same app answers the same, frame for frame and in
+// order: the 101's head byte for byte, the welcome, two confirmations,
+// broadcasts to two rooms, a rejection, and nothing from a room left.
 func TestCableMatchesPuma(t *testing.T) {
 	ours, _, _ := startCable(t, nil)
 	dir, env := railsApp(t)
 	theirs := &server{t: t, url: puma(t, dir, "config.ru", env)}
 	theirs.addr = strings.TrimPrefix(theirs.url, "http://")
-	broadcast := func(s *server) string {
-		c := dialCable(t, s, s.url)
-		c.subscribe(lobby)
-		equal(t, "POST status", newPoster(t, s, "lobby").post(t, "lobby", trickyBody), 204)
-		return c.next()
+	const other = `{"channel":"RoomChannel","room":"other"}`
+	const rejected = `{"channel":"RoomChannel","room":"No Such Room"}`
+	command := func(what, identifier string) string {
+		return `{"command":"` + what + `","identifier":` + jsonString(identifier) + `}`
 	}
-	equal(t, "broadcast", broadcast(ours), broadcast(theirs))
+	conversation := func(s *server) []string {
+		got := []string{cableUpgradeHead(t, s)}
+		c := dialCable(t, s, s.url)
+		for _, id := range []string{lobby, other} {
+			c.send(command("subscribe", id))
+			got = append(got, c.next())
+		}
+		p := newPoster(t, s, "lobby")
+		for _, post := range [][2]string{{"lobby", trickyBody}, {"lobby", "second"}, {"other", "elsewhere"}} {
+			equal(t, "POST status", p.post(t, post[0], post[1]), 204)
+			got = append(got, c.next())
+		}
+		c.send(command("subscribe", rejected))
+		got = append(got, c.next())
+		// Left: the lobby's next broadcast does not come, the other's does.
+		c.send(command("unsubscribe", lobby))
+		c.quiet(500 * time.Millisecond)
+		equal(t, "POST status", p.post(t, "lobby", "after leaving"), 204)
+		equal(t, "POST status", p.post(t, "other", "last"), 204)
+		return append(got, c.next())
+	}
+	ourFrames, theirFrames := conversation(ours), conversation(theirs)
+	equal(t, "frames", len(ourFrames), len(theirFrames))
+	for i := range ourFrames {
+		equal(t, fmt.Sprintf("frame %d, ruvoy against Puma", i), ourFrames[i], theirFrames[i])
+	}
+	equal(t, "the last frame", ourFrames[len(ourFrames)-1], roomMessage("other", `"last"`))
+}
+
+// cableUpgradeHead opens /cable by hand, as a page of s would, and returns
+// the 101's head as it came.
+func cableUpgradeHead(t *testing.T, s *server) string {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET /cable HTTP/1.1\r\nHost: %s\r\nOrigin: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: actioncable-v1-json, actioncable-unsupported\r\n\r\n",
+		s.addr, s.url, wsKey)
+	br := bufio.NewReader(c)
+	var head strings.Builder
+	for !strings.HasSuffix(head.String(), "\r\n\r\n") {
+		b, err := br.ReadByte()
+		if err != nil {
+			t.Fatalf("reading the 101: %v (got %q)", err, head.String())
+		}
+		head.WriteByte(b)
+	}
+	mustContain(t, "the 101", head.String(), "HTTP/1.1 101 ")
+	return head.String()
 }
 
 // Origins: the page's own (the Host's) and those in CABLE_ALLOWED_ORIGINS
@@ -412,6 +464,7 @@ func TestCableWorkersPostgres(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			if status := p.post(t, "lobby", fmt.Sprintf("after the reset %d", i)); status != 204 {
 				t.Errorf("POST status %d", status)
 			}
@@ -442,9 +495,7 @@ func TestCableWorkersPostgres(t *testing.T) {
 // broadcast POSTed from here and one sent from its own form.
 func TestCableChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (make setup-test installs it)")
-	}
+	need(t, err == nil, "chromium (make setup-test installs it)")
 	s, admin, _ := startCable(t, nil)
 	b := startChromium(t, bin)
 	b.open(s.url + "/rooms/lobby")

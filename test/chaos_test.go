@@ -2,12 +2,14 @@ package test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,7 @@ func metricNumber(t *testing.T, admin, name string) float64 {
 // workerExit is a worker's "a worker exited" log entry.
 type workerExit struct {
 	Msg      string `json:"msg"`
+	Pid      int    `json:"pid"`
 	Cause    string `json:"cause"`
 	Failed   int    `json:"requests_failed"`
 	Status   int    `json:"status"`
@@ -129,9 +132,21 @@ func clusterChaos(t *testing.T, length time.Duration, args ...string) {
 	}
 
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	// The blows in turn, in an order shuffled once, and on past length
+	// until each kind has landed: a run cannot pass without chaos.
+	choices := []string{"kill", "pause", "stop", "exit"}
+	if preload {
+		choices = append(choices, "template")
+	}
+	rng.Shuffle(len(choices), func(i, j int) { choices[i], choices[j] = choices[j], choices[i] })
 	actions := map[string]int{}
-	var exits atomic.Int64 // /exit requests, which fail with their worker
-	for end := time.Now().Add(length); time.Now().Before(end); {
+	hit := map[string][]int{} // the pids each kind of blow landed on
+	landed := 0
+	began := time.Now()
+	for end := began.Add(length); time.Now().Before(end) || len(actions) < len(choices); {
+		if time.Since(began) > length+2*time.Minute {
+			t.Fatalf("after %v only these blows landed: %v (every kind of %v must)", time.Since(began).Round(time.Second), actions, choices)
+		}
 		time.Sleep(time.Duration(1000+rng.Intn(1000)) * time.Millisecond)
 		// One worker at a time is hit, while the other serves: both down
 		// at once would leave requests nobody can answer.
@@ -148,30 +163,26 @@ func clusterChaos(t *testing.T, length time.Duration, args ...string) {
 			continue
 		}
 		pid := pids[rng.Intn(len(pids))]
-		choices := []string{"kill", "pause", "stop", "exit"}
-		if preload {
-			choices = append(choices, "template")
-		}
-		switch action := choices[rng.Intn(len(choices))]; action {
+		action := choices[landed%len(choices)]
+		switch action {
 		case "template": // the next worker to die is forked from a new one
-			if tmpl := templatePid(t, s); tmpl != 0 {
-				actions[action]++
-				syscall.Kill(tmpl, syscall.SIGKILL)
+			tmpl := templatePid(t, s)
+			if tmpl == 0 {
+				continue
 			}
+			pid = tmpl
+			syscall.Kill(tmpl, syscall.SIGKILL)
 		case "kill":
-			actions[action]++
 			syscall.Kill(pid, syscall.SIGKILL)
 		case "pause": // shorter than --worker-timeout: it just answers late
-			actions[action]++
 			syscall.Kill(pid, syscall.SIGSTOP)
+			waitStopped(t, pid)
 			time.Sleep(500 * time.Millisecond)
 			syscall.Kill(pid, syscall.SIGCONT)
 		case "stop": // for good: the front end kills it after --worker-timeout
-			actions[action]++
 			syscall.Kill(pid, syscall.SIGSTOP)
+			waitStopped(t, pid)
 		case "exit":
-			actions[action]++
-			exits.Add(1)
 			if r, err := client.Get(s.url + "/exit"); err == nil {
 				io.Copy(io.Discard, r.Body)
 				r.Body.Close()
@@ -181,6 +192,9 @@ func clusterChaos(t *testing.T, length time.Duration, args ...string) {
 				lastErr.Store(err.Error())
 			}
 		}
+		actions[action]++
+		hit[action] = append(hit[action], pid)
+		landed++
 	}
 	close(stop)
 	wg.Wait()
@@ -212,6 +226,31 @@ func clusterChaos(t *testing.T, length time.Duration, args ...string) {
 	if got[502] > failed[502] || got[504] > failed[504] {
 		t.Errorf("answers %v, while the log has %v failed by status", got, failed)
 	}
+	// Each blow shows in the log: a worker killed by its signal, one
+	// stopped for good killed for its silence, one made to exit with
+	// cluster.ru's status 7.
+	exited := map[int]string{}
+	sevens := 0
+	for _, e := range workerExits(s) {
+		exited[e.Pid] = e.Cause
+		if e.Cause == "exit status 7" {
+			sevens++
+		}
+	}
+	for _, pid := range hit["kill"] {
+		if exited[pid] != "signal: killed" {
+			t.Errorf("worker %d, killed: its exit in the log says %q", pid, exited[pid])
+		}
+	}
+	for _, pid := range hit["stop"] {
+		if exited[pid] != "killed: it stopped reporting" {
+			t.Errorf("worker %d, stopped for good: its exit in the log says %q", pid, exited[pid])
+		}
+	}
+	if sevens < actions["exit"] {
+		t.Errorf("%d workers made to exit, %d exits with status 7 in the log", actions["exit"], sevens)
+	}
+
 	// Every worker stopped for good is found out. A worker that is only
 	// slow to report can be too: under -race on a busy 2-core machine one
 	// paused for 0.5 s went 2.9 s without a report (--worker-timeout 2),
@@ -286,6 +325,20 @@ func TestClusterWorkerDiesWithHijacked(t *testing.T) {
 			}
 		}
 	}
+}
+
+// waitStopped waits until process pid is stopped (state T): the signal
+// has landed.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	eventually(t, 5*time.Second, fmt.Sprintf("process %d stopped", pid), func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		rest := b[bytes.LastIndexByte(b, ')')+1:]
+		return len(rest) > 1 && rest[1] == 'T'
+	})
 }
 
 // bufferedConn reads through the reader that read the response head.

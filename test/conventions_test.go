@@ -1,9 +1,11 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // getWith1xx GETs path and returns the 1xx answers before the response.
@@ -46,7 +49,8 @@ func getWith1xx(t *testing.T, c *http.Client, url string) (hints []textproto.MIM
 }
 
 // env["rack.early_hints"] sends a 103 with the app's Link lines before the
-// response, over HTTP/2, and over HTTP/1.1 with --early-hints-http1; the
+// response, over HTTP/2 and HTTP/3, and over HTTP/1.1 with
+// --early-hints-http1; the
 // hints are not the response's headers; none goes to an HTTP/1.0 client
 // or once the response began. Where none would go the app has no
 // env["rack.early_hints"], as under Puma.
@@ -58,6 +62,21 @@ func TestConventionsEarlyHints(t *testing.T) {
 	hints, res = getWith1xx(t, h2cClient(), s.url+"/hints")
 	equal(t, "HTTP/2 hints by default", len(hints), 1)
 	equal(t, "HTTP/2 body by default", res.body, "hinted\n")
+
+	// HTTP/3, on the TLS port.
+	c := makeCerts(t)
+	secure := start(t, "--tls-cert", c.serverCert, "--tls-key", c.serverKey, app("conventions.ru"))
+	h3 := &http.Client{Timeout: 30 * time.Second, Transport: &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: c.pool}}}
+	hints, res = getWith1xx(t, h3, "https://"+secure.addr+"/hints")
+	equal(t, "HTTP/3 hints", len(hints), 1)
+	equal(t, "HTTP/3 Link lines", strings.Join(hints[0]["Link"], " | "),
+		"</style.css>; rel=preload; as=style | </app.js>; rel=preload; as=script")
+	equal(t, "HTTP/3 status", res.status, 200)
+	equal(t, "HTTP/3 body", res.body, "hinted\n")
+	equal(t, "HTTP/3 final Link", strings.Join(res.header["Link"], " | "), "</final>")
+	hints, res = getWith1xx(t, h3, "https://"+secure.addr+"/hints/late")
+	equal(t, "HTTP/3 late hints", len(hints), 0)
+	equal(t, "HTTP/3 late body", res.body, "ab")
 
 	s = start(t, "--h2c", "--early-hints-http1", app("conventions.ru"))
 	for name, c := range map[string]*http.Client{"HTTP/1.1": client, "HTTP/2": h2cClient()} {
@@ -406,26 +425,41 @@ func TestConventionsCompress(t *testing.T) {
 	small := s.do(t, "GET", "/whoami", nil, "Accept-Encoding", "gzip")
 	equal(t, "small answer", small.header.Get("Content-Encoding"), "")
 
+	// The stream, gzipped: each of its three lines (0.3 s apart in the
+	// app) is decoded from what has arrived before the next is yielded.
+	stream := plain.get(t, "/stream").body
 	c, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
-	began := time.Now()
-	var arrivals []time.Duration
-	buf := make([]byte, 65536)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			arrivals = append(arrivals, time.Since(began))
-		}
-		if err != nil || bytes.HasSuffix(buf[:n], []byte("0\r\n\r\n")) {
-			break
-		}
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(arrivals) < 3 || arrivals[len(arrivals)-1]-arrivals[0] < 400*time.Millisecond {
-		t.Fatalf("the compressed stream arrived in %d reads at %v: not as it was yielded", len(arrivals), arrivals)
+	equal(t, "the stream's encoding", r.Header.Get("Content-Encoding"), "gzip")
+	equal(t, "the stream's framing", fmt.Sprint(r.TransferEncoding), "[chunked]")
+	gz, err := gzip.NewReader(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(gz)
+	var got strings.Builder
+	var arrivals []time.Time
+	for {
+		line, err := lines.ReadString('\n')
+		got.WriteString(line)
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the gzipped stream after %d bytes: %v", got.Len(), err)
+		}
+		arrivals = append(arrivals, time.Now())
+	}
+	equal(t, "the gzipped stream, decoded", got.String(), stream)
+	if len(arrivals) != 3 || arrivals[2].Sub(arrivals[0]) < 400*time.Millisecond {
+		t.Fatalf("the stream's 3 lines were decoded at %v: not as they were yielded, 0.3 s apart", arrivals)
 	}
 }

@@ -22,6 +22,7 @@ func concurrently(t *testing.T, s *server, n int, path, want string) time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := s.get(t, path)
 			if r.status != 200 || r.body != want {
 				errs <- r.body
@@ -100,6 +101,7 @@ func TestCoreFiberLocalsDoNotLeak(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
+				t := inGoroutine(t)
 				r := s.get(t, fmt.Sprintf("/fiber-local?%d-%d", wave, i))
 				was, fiber, ok := strings.Cut(r.body, " fiber=")
 				if r.status != 200 || !ok || was != "was=nil" {

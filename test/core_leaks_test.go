@@ -19,11 +19,17 @@ type stats struct {
 	Goroutines  int
 }
 
+// stats are the app's figures and the server's goroutines; a figure
+// missing or unread fails the test (0 against 0 would pass any check).
 func (s *server) stats(t *testing.T, admin string) stats {
 	t.Helper()
 	var st stats
-	if err := json.Unmarshal([]byte(s.get(t, "/stats").body), &st); err != nil {
-		t.Fatal(err)
+	r := s.get(t, "/stats")
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil || r.status != 200 {
+		t.Fatalf("GET /stats: %d %q (%v)", r.status, r.body, err)
+	}
+	if st.LiveObjects <= 0 || st.FDs <= 0 || st.Threads <= 0 {
+		t.Fatalf("GET /stats: a figure is missing: %q", r.body)
 	}
 	res, err := adminDo("GET", admin+"/debug/pprof/goroutine?debug=1", nil)
 	if err != nil {
@@ -31,7 +37,9 @@ func (s *server) stats(t *testing.T, admin string) stats {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	fmt.Sscanf(string(b), "goroutine profile: total %d", &st.Goroutines)
+	if _, err := fmt.Sscanf(string(b), "goroutine profile: total %d", &st.Goroutines); err != nil || res.StatusCode != 200 || st.Goroutines <= 0 {
+		t.Fatalf("the goroutine profile: %d, %v: %.200q", res.StatusCode, err, b)
+	}
 	return st
 }
 

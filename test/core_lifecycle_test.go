@@ -95,9 +95,10 @@ func TestCoreAppCannotTrapServerSignals(t *testing.T) {
 	eventually(t, 5*time.Second, "the app's WINCH trap", func() bool {
 		return strings.Contains(s.stdout.String(), "the app's WINCH trap ran")
 	})
-	go s.get(t, "/slow")
+	slow := background(t, func(t testing.TB) response { return s.get(t, "/slow") })
 	time.Sleep(100 * time.Millisecond)
 	s.cmd.Process.Signal(syscall.SIGINT)
+	equal(t, "the request in flight at SIGINT", (<-slow).status, 200)
 	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
 	out := s.stdout.String()
 	mustContain(t, "stdout", out, "trap.ru at_exit ran")

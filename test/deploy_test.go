@@ -149,7 +149,7 @@ func TestDeployReloadAnswersAcceptedConnections(t *testing.T) {
 	equal(t, "POST /load", <-reloaded, "200 OK")
 }
 
-func dialRaw(t *testing.T, addr string) net.Conn {
+func dialRaw(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -265,5 +265,77 @@ func healthPathDrains(t *testing.T, s *server) {
 	equal(t, "exit code", s.wait(t, 30*time.Second), 0)
 	if d := time.Since(stopped); d < 2*time.Second {
 		t.Errorf("stopped %v after SIGTERM, within the drain delay of 2s", d)
+	}
+}
+
+// --health-path before the app has booted, after a hold, and
+// --drain-delay's default: /up never answers 200 before the app has booted
+// (the port opens only once it has, so a balancer meets refused
+// connections, not a 503); it answers 503 once Ruby code has held the VM
+// thread for 30 s (a blocking C call here), 200 again once it lets go; and
+// on SIGTERM without --drain-delay, 5 s of draining, /up 503 and every
+// other request served, before the stop. About 45 s, waiting: it runs
+// beside the other such tests (t.Parallel).
+func TestDeployHealthPathBootHoldAndDrainDefault(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	slowBoot, booted := filepath.Join(dir, "slow"), filepath.Join(dir, "booted")
+	os.WriteFile(slowBoot, nil, 0o644)
+	port := freePort(t)
+	s := launchIn(t, "", []string{"CLUSTER_BOOT_SLOW=" + slowBoot, "CLUSTER_BOOT_LOG=" + booted}, port,
+		"-p", port, "--health-path", "/up", app("cluster.ru"))
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	probe := func() string {
+		t.Helper()
+		return statusAndBodyWith(fresh, s.url+"/up")
+	}
+	var before []string // what /up answered meanwhile, each once
+	bootedAt200 := false
+	eventually(t, 60*time.Second, "GET /up answering 200 once the app has booted", func() bool {
+		p := probe()
+		if _, err := os.Stat(booted); p == "200 ok\n" {
+			bootedAt200 = err == nil
+			return true
+		}
+		if len(before) == 0 || before[len(before)-1] != p {
+			before = append(before, p)
+		}
+		return false
+	})
+	if !bootedAt200 {
+		t.Fatalf("GET /up answered 200 before the app had booted (the app, sleeping 3 s, had not written %s)", booted)
+	}
+	t.Logf("GET /up before the app had booted: %q", before)
+	for _, p := range before {
+		if !strings.Contains(p, "connection refused") && !strings.HasPrefix(p, "503 ") {
+			t.Errorf("GET /up before the app had booted: %q", p)
+		}
+	}
+
+	held := time.Now()
+	blocked := background(t, func(t testing.TB) response { return s.get(t, "/block?s=34") })
+	time.Sleep(2 * time.Second)
+	equal(t, "GET /up 2 s into a hold", probe(), "200 ok\n")
+	eventually(t, 45*time.Second, "GET /up answering 503 once the VM thread has been held 30 s", func() bool {
+		return strings.HasPrefix(probe(), "503 unhealthy: Ruby code has held the VM thread for ")
+	})
+	if d := time.Since(held); d < 30*time.Second {
+		t.Errorf("GET /up said unhealthy %v into the hold, before 30 s", d.Round(time.Millisecond))
+	}
+	equal(t, "the request that held it", (<-blocked).status, 200)
+	eventually(t, 10*time.Second, "GET /up answering 200 once the VM thread is let go", func() bool { return probe() == "200 ok\n" })
+
+	stopped := time.Now()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	eventually(t, 1500*time.Millisecond, "GET /up answering 503 after SIGTERM", func() bool {
+		return probe() == "503 draining: the server is stopping\n"
+	})
+	for time.Since(stopped) < 4*time.Second {
+		equal(t, "a request within the default drain delay", statusAndBodyWith(fresh, s.url+"/pid"), fmt.Sprint("200 ", s.cmd.Process.Pid))
+		time.Sleep(100 * time.Millisecond)
+	}
+	equal(t, "exit code", s.wait(t, 30*time.Second), 0)
+	if d := time.Since(stopped); d < 5*time.Second {
+		t.Errorf("stopped %v after SIGTERM, within the default drain delay of 5 s", d.Round(time.Millisecond))
 	}
 }

@@ -107,6 +107,7 @@ func TestDirectOneAtATime(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := s.get(t, "/ping")
 			if r.status != 200 || r.body != "pong" {
 				t.Errorf("GET /ping among 100: %d %q", r.status, r.body)

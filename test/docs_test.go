@@ -14,7 +14,8 @@ import (
 // The docs cannot drift from the code: every `sh` block in README.md,
 // docs/ and the examples' READMEs runs (in a copy of the checkout, with the
 // built ruvoy on PATH), every complete JSON config and Caddyfile in them
-// validates, and the usage in README.md is `ruvoy --help`, word for word.
+// validates (HAProxy and nginx ones with haproxy -c and nginx -t), and
+// the usage in README.md is `ruvoy --help`, word for word.
 
 type block struct {
 	file, lang, text string
@@ -85,6 +86,14 @@ func TestDocsConfigsValidate(t *testing.T) {
 			args = []string{"validate", "--config", "doc.json"}
 		case b.lang == "caddyfile":
 			args = []string{"adapt", "--config", "Caddyfile.doc", "--adapter", "caddyfile", "--validate"}
+		case b.lang == "haproxy": // a backend: the balancers' tests wrap it, and check it
+			haproxyConfig(t, lookBalancer(t, "haproxy"), b.text, freePort(t))
+			n++
+			continue
+		case b.lang == "nginx": // an upstream and a server, likewise
+			nginxConfig(t, lookBalancer(t, "nginx"), b.text)
+			n++
+			continue
 		default:
 			continue
 		}
@@ -98,7 +107,7 @@ func TestDocsConfigsValidate(t *testing.T) {
 			t.Errorf("%s:%d: the %s config does not validate: %v\n%s", b.file, b.line, b.lang, err, out)
 		}
 	}
-	if n < 4 {
+	if n < 6 {
 		t.Fatalf("only %d configs found in the docs", n)
 	}
 }

@@ -76,7 +76,7 @@ func doorsCases(t *testing.T, mode []string) {
 
 	for _, d := range doorClients() {
 		t.Run(d.name, func(t *testing.T) {
-			get := func(path string) (*http.Response, string) {
+			get := func(t testing.TB, path string) (*http.Response, string) {
 				t.Helper()
 				res, err := d.client.Get(d.url(plain, secure, path))
 				if err != nil {
@@ -104,7 +104,7 @@ func doorsCases(t *testing.T, mode []string) {
 						return
 					default:
 					}
-					if res, body := get("/raw/hello"); res.StatusCode != 200 || body != "hello world" {
+					if res, body := get(inGoroutine(t), "/raw/hello"); res.StatusCode != 200 || body != "hello world" {
 						t.Errorf("the well-behaved client: %d %q", res.StatusCode, body)
 						return
 					}
@@ -112,7 +112,7 @@ func doorsCases(t *testing.T, mode []string) {
 			}()
 			defer func() { close(stop); wg.Wait() }()
 			closed := func(name string) string {
-				_, body := get("/closed?name=" + name)
+				_, body := get(t, "/closed?name="+name)
 				return body
 			}
 			tag := strings.ReplaceAll(d.name, " ", "-")

@@ -178,7 +178,7 @@ func halfCloseKeepsTheAnswer(t *testing.T, s *server) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, _ := exchange(t, s.addr, c.req, true, 5*time.Second)
+				out, _ := exchange(inGoroutine(t), s.addr, c.req, true, 5*time.Second)
 				if a := parseAnswers(out); len(a) != 1 || a[0].status != 200 || a[0].body != c.want {
 					lost.Add(1)
 					t.Logf("%q: got %q", c.req, out)
@@ -358,17 +358,36 @@ func TestEdgesStaticRefusesDotfilesAndLinksOut(t *testing.T) {
 }
 
 // A second ruvoy on a port in use is refused, unless --reuse-port asks for
-// an overlapping restart.
+// an overlapping restart: then both serve the port's new connections, and
+// once the first stops, the second serves them all.
 func TestEdgesPortInUse(t *testing.T) {
-	s := start(t, app("edges.ru"))
+	s := start(t, app("cluster.ru"))
 	port := s.addr[strings.LastIndexByte(s.addr, ':')+1:]
-	second := launch(t, port, "-p", port, app("edges.ru"))
+	second := launch(t, port, "-p", port, app("cluster.ru"))
 	if code := second.wait(t, 30*time.Second); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
 	}
 	mustContain(t, "the refusal", second.stderr.String(), "is already in use")
-	shared := launch(t, port, "-p", port, "--reuse-port", app("edges.ru"))
+	shared := launch(t, port, "-p", port, "--reuse-port", app("cluster.ru"))
 	shared.waitStdout(t, "the second process", "serving")
+	// cluster.ru without -w answers /pid with the server's own pid.
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	pid := func() string {
+		t.Helper()
+		return statusAndBodyWith(fresh, s.url+"/pid")
+	}
+	first, other := fmt.Sprint("200 ", s.cmd.Process.Pid), fmt.Sprint("200 ", shared.cmd.Process.Pid)
+	seen := map[string]int{}
+	for i := 0; i < 200 && (seen[first] == 0 || seen[other] == 0); i++ {
+		seen[pid()]++
+	}
+	if len(seen) != 2 || seen[first] == 0 || seen[other] == 0 {
+		t.Fatalf("new connections to the shared port were answered %v; want both %q and %q", seen, first, other)
+	}
+	equal(t, "the first's exit", s.stop(), 0)
+	for i := 0; i < 20; i++ {
+		equal(t, "a new connection once the first stopped", pid(), other)
+	}
 }
 
 // parseAnswers reads the final responses in raw, skipping interim (1xx)

@@ -145,7 +145,7 @@ func startExtensionsIn(t *testing.T, workers int) *extServer {
 	return &extServer{server: s, tlsURL: "https://localhost:" + tlsPort, mtls: mtls, up: up}
 }
 
-func getJSON(t *testing.T, c *http.Client, url string) map[string]any {
+func getJSON(t testing.TB, c *http.Client, url string) map[string]any {
 	t.Helper()
 	res, err := c.Get(url)
 	if err != nil {
@@ -254,6 +254,7 @@ func TestExtensionsUpstreamInWorkers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := getJSON(t, client, s.url+"/user?id="+strconv.Itoa(i))
 			equal(t, "body", r["body"], any(`{"id":"`+strconv.Itoa(i)+`","accept":"application/json"}`))
 		}()

@@ -44,9 +44,8 @@ func filesServer(t *testing.T, sizes map[string]int, args ...string) (*server, s
 // byte, in pieces no larger than Caddy's max_write_chunk; strace counts
 // the bytes.
 func TestFileBodySendfile(t *testing.T) {
-	if _, err := exec.LookPath("strace"); err != nil {
-		t.Fatal("strace is not installed (build/setup-debian.sh test installs it)")
-	}
+	_, err := exec.LookPath("strace")
+	need(t, err == nil, "strace (make setup-test installs it)")
 	sizes := map[string]int{"1m.bin": 1<<20 + 3, "16m.bin": 16 << 20}
 	s, _, want := filesServer(t, sizes)
 	trace := filepath.Join(t.TempDir(), "strace.txt")

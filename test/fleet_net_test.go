@@ -88,12 +88,10 @@ func fleetSubnetInUse(t testing.TB, subnet netip.Prefix) string {
 }
 
 // setupFleetNet makes the bridge and the namespaces, and removes them when
-// the test ends. It skips the test when not root: namespaces need it.
+// the test ends. Namespaces need root.
 func setupFleetNet(t *testing.T) *fleetNet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the fleet tests make network namespaces and a bridge: they need root (CI runs as root)")
-	}
+	needRoot(t, "the fleet tests make network namespaces and a bridge")
 	lockFleet(t)
 	// What an earlier run that crashed may have left.
 	removeFleetNet()

@@ -58,6 +58,55 @@ func startRails(t *testing.T, dir string, env []string, args ...string) *server 
 	return s
 }
 
+// Each shape of Rack body, and the statuses without one, answered as Puma
+// answers them, in the same RACK_ENV, read off the wire: the same status,
+// headers and body, and each framed as the table says (Content-Length or
+// chunked, HEAD, Connection, HTTP/1.0).
+func TestFrameworksFramingMatchesPuma(t *testing.T) {
+	s := start(t, "-e", pumaEnv, app("framing.ru"))
+	reference := strings.TrimPrefix(puma(t, "apps", "framing.ru", nil), "http://")
+	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	head := func(path string) string { return "HEAD " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	// A HEAD's answer has no body, and a Content-Length only if it is the
+	// GET's: both servers send one where the body's length is known
+	// before it is sent (an Array under Rack 3's Lint, which has to_ary).
+	noBody := func(length int, rest string) string {
+		return fmt.Sprintf("no body%s | no body (length %d)%s", rest, length, rest)
+	}
+	compareFraming(t, s.addr, reference, []framingCase{
+		{get("/one"), "delimited, kept", ""},
+		{head("/one"), noBody(9, ", kept"), ""},
+		{get("/parts"), "delimited, kept", ""},
+		{head("/parts"), noBody(26, ", kept"), ""},
+		{get("/empty"), "delimited, kept", ""},
+		{get("/sized"), "length 6, kept", ""},
+		{head("/sized"), "no body (length 6), kept", ""},
+		{get("/stream"), "delimited, kept", ""},
+		{head("/stream"), noBody(24, ", kept"), ""},
+		// Puma (5.6, 6.6 and 8) sends the app's Connection: close and
+		// keeps the connection all the same.
+		{get("/closed"), "delimited, closed (connection: close)", "-"},
+		{head("/closed"), noBody(22, ", closed (connection: close)"), "-"},
+		{get("/no-content"), "no body, kept", ""},
+		// Puma 6.6 and 8 send a 304 Content-Length: 0, not the 200's.
+		{get("/not-modified"), "no body, kept", "no body, kept | no body (length 0), kept"},
+		{get("/redirect"), "delimited, kept", ""},
+		{get("/nope"), "delimited, kept", ""},
+		{head("/nope"), noBody(10, ", kept"), ""},
+		{"GET /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "delimited, closed (connection: close)", ""},
+		{"HEAD /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", noBody(9, ", closed (connection: close)"), ""},
+		// HTTP/1.0 knows no chunks: the length when the whole body came
+		// with the head, else the body up to the close.
+		{"GET /one HTTP/1.0\r\n\r\n", "length 9, closed | to the close, closed", ""},
+		{"GET /stream HTTP/1.0\r\n\r\n", "length 24, closed | to the close, closed", ""},
+		{"HEAD /one HTTP/1.0\r\n\r\n", noBody(9, ", closed"), ""},
+		// Kept alive at the client's word only with a length. Puma 5.6
+		// keeps the connection, and sends a body whose end cannot be told.
+		{"GET /one HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "length 9, kept (connection: keep-alive) | to the close, closed", "-"},
+		{"POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", "delimited, kept", ""},
+	})
+}
+
 // The Rails example answers under ruvoy as it does under Puma, answer for
 // answer.
 func TestFrameworksRailsMatchesPuma(t *testing.T) {
@@ -101,8 +150,10 @@ func getBody(t *testing.T, url string) string {
 	return string(b)
 }
 
+// The Sinatra example answers under ruvoy as under Puma, in the same
+// RACK_ENV (Sinatra's error pages and logging follow it).
 func TestFrameworksSinatraMatchesPuma(t *testing.T) {
-	s := start(t, "../examples/sinatra/config.ru")
+	s := start(t, "-e", pumaEnv, "../examples/sinatra/config.ru")
 	reference := puma(t, "../examples/sinatra", "config.ru", nil)
 	compareServers(t, s.url, reference, []step{
 		{method: "GET", path: "/"},
@@ -121,7 +172,7 @@ func TestFrameworksSinatraMatchesPuma(t *testing.T) {
 // answers under ruvoy as under Puma: early hints left out over HTTP/1.1
 // by both, a streamed body, HEAD, a 404.
 func TestFrameworksRackLintMatchesPuma(t *testing.T) {
-	s := start(t, "-e", "production", app("conventions.ru"))
+	s := start(t, "-e", pumaEnv, app("conventions.ru"))
 	reference := puma(t, "apps", "conventions.ru", nil)
 	compareServers(t, s.url, reference, []step{
 		{method: "GET", path: "/hints"},
@@ -151,6 +202,7 @@ func TestFrameworksRailsTransactionsPerFiber(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := s.do(t, "POST", fmt.Sprintf("/probes/transaction?sleep=0.1&tag=ok%d", i), nil)
 			var v struct {
 				Connection any `json:"connection"`
@@ -168,9 +220,19 @@ func TestFrameworksRailsTransactionsPerFiber(t *testing.T) {
 	t.Logf("%d transactions of 100 ms each in %v", n, time.Since(began))
 	equal(t, "distinct connections for the requests in flight", len(connections), n)
 	equal(t, "rows committed", s.get(t, "/probes/count?prefix=tx%20ok").body, fmt.Sprintf(`{"count":%d}`, n))
+	// The pool's figures: a probe that fails, or lacks one, fails the test
+	// (a nil map would read as an idle pool).
 	pool := func() map[string]float64 {
+		r := s.get(t, "/probes/pool")
 		var p map[string]float64
-		json.Unmarshal([]byte(s.get(t, "/probes/pool").body), &p)
+		if err := json.Unmarshal([]byte(r.body), &p); r.status != 200 || err != nil {
+			t.Fatalf("GET /probes/pool: %d %q (%v)", r.status, r.body, err)
+		}
+		for _, k := range []string{"busy", "waiting", "size"} {
+			if _, ok := p[k]; !ok {
+				t.Fatalf("GET /probes/pool: no %q in %v", k, p)
+			}
+		}
 		return p
 	}
 	if p := pool(); p["busy"] != 0 || p["waiting"] != 0 {

@@ -121,6 +121,7 @@ func TestHijackEcho(t *testing.T) {
 					return
 				}
 				defer c.Close()
+				t := inGoroutine(t)
 				echoRounds(t, c, openUpgrade(t, c, path), 50)
 			}([]string{"/full", "/partial-echo", "/upgrade"}[i%3])
 		}
@@ -242,7 +243,7 @@ func TestHijackVanishingClients(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				openUpgrade(t, c, "/full")
+				openUpgrade(inGoroutine(t), c, "/full")
 				io.WriteString(c, "ab")
 				c.(*net.TCPConn).SetLinger(0)
 				c.Close()
@@ -351,20 +352,21 @@ func TestHijackManyIdle(t *testing.T) {
 	before := s.rss(t)
 	conns := make([]net.Conn, n)
 	readers := make([]*bufio.Reader, n)
-	each := func(f func(i int)) {
+	each := func(f func(t testing.TB, i int)) {
 		var wg sync.WaitGroup
 		for w := 0; w < 20; w++ {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
+				t := inGoroutine(t)
 				for i := w; i < n; i += 20 {
-					f(i)
+					f(t, i)
 				}
 			}(w)
 		}
 		wg.Wait()
 	}
-	each(func(i int) {
+	each(func(t testing.TB, i int) {
 		c, err := net.Dial("tcp", s.addr)
 		if err != nil {
 			t.Error(err)
@@ -385,7 +387,7 @@ func TestHijackManyIdle(t *testing.T) {
 		return metricValue(t, admin, "ruvoy_hijacked_connections") == strconv.Itoa(n)
 	})
 	t.Logf("server RSS: %d MiB before, %d MiB with %d idle hijacked connections", before>>20, s.rss(t)>>20, n)
-	each(func(i int) {
+	each(func(t testing.TB, i int) {
 		conns[i].SetDeadline(time.Now().Add(60 * time.Second))
 		echoRounds(t, conns[i], readers[i], 1)
 	})
@@ -417,7 +419,7 @@ func TestHijackEarlyBytes(t *testing.T) {
 // has no Rack 3 upgrades: after a 101 with a callable body, or with a
 // rack.hijack header, it reads the client's next bytes as HTTP.)
 func TestHijackMatchesPuma(t *testing.T) {
-	s := start(t, app("hijack.ru"))
+	s := start(t, "-e", pumaEnv, app("hijack.ru"))
 	abs, _ := filepath.Abs("apps")
 	reference := strings.TrimPrefix(puma(t, abs, "hijack.ru", nil), "http://")
 	for _, tc := range []struct{ request, send string }{
@@ -456,7 +458,7 @@ func TestHijackOutOfDescriptors(t *testing.T) {
 		s := start(t, app("hijack.ru"))
 		limit := uint64(openFDs(t, s) + 20)
 		if err := unix.Prlimit(s.cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
-			t.Skipf("cannot lower the server's descriptor limit: %v", err)
+			t.Fatalf("lowering the server's descriptor limit: %v", err)
 		}
 		var held []net.Conn
 		refused := ""

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ func burst(t *testing.T, s *server, n int, path string) map[int]int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			r := s.get(t, path)
 			if r.status == 503 && r.header.Get("Retry-After") == "" {
 				t.Errorf("a 503 without Retry-After")
@@ -38,7 +40,13 @@ func burst(t *testing.T, s *server, n int, path string) map[int]int {
 	return counts
 }
 
-func metricValue(t *testing.T, admin, name string) string {
+func metricValue(t testing.TB, admin, name string) string {
+	t.Helper()
+	return metricValues(t, admin, name)[0]
+}
+
+// metricValues are metrics' values from one scrape, in the order named.
+func metricValues(t testing.TB, admin string, names ...string) []string {
 	t.Helper()
 	res, err := http.Get(admin + "/metrics")
 	if err != nil {
@@ -46,13 +54,19 @@ func metricValue(t *testing.T, admin, name string) string {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			return strings.TrimPrefix(line, name+" ")
+	values := make([]string, len(names))
+	for i, name := range names {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				values[i] = v
+				break
+			}
+		}
+		if values[i] == "" {
+			t.Fatalf("no metric %s in:\n%s", name, b)
 		}
 	}
-	t.Fatalf("no metric %s in:\n%s", name, b)
-	return ""
+	return values
 }
 
 func TestOverloadRequestCount(t *testing.T) {
@@ -90,7 +104,7 @@ func TestOverloadCancelledWhileQueued(t *testing.T) {
 	admin := "http://127.0.0.1:" + adminPort
 	s := start(t, "--admin-port", adminPort, "--max-requests", "1", "--queue-timeout", "10000", app("core.ru"))
 	first := make(chan struct{})
-	go func() { defer close(first); s.get(t, "/sleep?s=1") }()
+	go func() { defer close(first); s.get(inGoroutine(t), "/sleep?s=1") }()
 	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -164,14 +178,19 @@ func TestOverloadProbes(t *testing.T) {
 		metricValue(t, admin, name)
 	}
 
-	// Draining: not ready while requests finish after SIGTERM.
-	go s.get(t, "/sleep?s=2")
+	// Draining: the admin API says not ready while the request in flight
+	// at SIGTERM finishes (a refused connection would not be an answer).
+	inFlight := background(t, func(t testing.TB) response { return s.get(t, "/sleep?s=2") })
 	time.Sleep(200 * time.Millisecond)
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	eventually(t, 2*time.Second, "not ready while draining", func() bool {
-		code, body := get("/ruvoy/ready")
-		return code == 503 || strings.Contains(body, "connection refused")
+	eventually(t, 1500*time.Millisecond, "/ruvoy/ready answering 503 while draining", func() bool {
+		code, _ := get("/ruvoy/ready")
+		return code == 503
 	})
+	code, body = get("/ruvoy/ready")
+	equal(t, "ready while draining", fmt.Sprint(code, " ", body), "503 draining: the server is stopping\n")
+	r := <-inFlight
+	equal(t, "the request in flight at SIGTERM", fmt.Sprint(r.status, " ", r.body), "200 slept")
 	equal(t, "exit code", s.wait(t, 20*time.Second), 0)
 }
 
@@ -240,6 +259,7 @@ func TestOverloadTurnIsBounded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			if r := s.get(t, "/spin?"+strconv.Itoa(spinners)); r.status != 200 {
 				t.Errorf("spin: status %d", r.status)
 			}

@@ -26,9 +26,7 @@ func startPostgres(t *testing.T, name string) string {
 func startPostgresAt(t *testing.T, name, listen string, allow netip.Prefix) string {
 	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(bins) == 0 {
-		t.Fatal("PostgreSQL is not installed (make setup-test installs it)")
-	}
+	need(t, len(bins) > 0, "PostgreSQL (make setup-test installs it)")
 	sort.Strings(bins)
 	bin := filepath.Dir(bins[len(bins)-1])
 	dir, err := os.MkdirTemp("", "ruvoy-pg")

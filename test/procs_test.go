@@ -16,9 +16,7 @@ import (
 // Every answer is whole throughout, with 100 clients at once arriving
 // while it is 1 and some of them leaving before their answers.
 func TestProcsByLoad(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("one CPU: nothing to lower")
-	}
+	need(t, runtime.NumCPU() >= 2, "2 CPUs or more: with one, Go's processors have nothing to lower")
 	adminPort := freePort(t)
 	admin := "http://127.0.0.1:" + adminPort
 	s := start(t, "--admin-port", adminPort, app("edges.ru"))
@@ -46,6 +44,7 @@ func TestProcsByLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := inGoroutine(t)
 			if i%10 == 0 { // leaves before its answer
 				c := dialRaw(t, s.addr)
 				c.Write([]byte("GET /slow HTTP/1.1\r\nHost: a\r\n\r\n"))
@@ -78,9 +77,7 @@ func TestProcsByLoad(t *testing.T) {
 // A file --static sends is work the app's requests do not count: it gives
 // Go's processors back at once.
 func TestProcsByLoadStatic(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("one CPU: nothing to lower")
-	}
+	need(t, runtime.NumCPU() >= 2, "2 CPUs or more: with one, Go's processors have nothing to lower")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "robots.txt"), []byte("User-agent: *\n"), 0o644)
 	adminPort := freePort(t)
@@ -99,9 +96,7 @@ func TestProcsByLoadStatic(t *testing.T) {
 // Off when RUVOY_PROCS_BY_LOAD=0 and when GOMAXPROCS is set: requests one
 // at a time leave Go's processors as they were.
 func TestProcsByLoadOff(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("one CPU: nothing to lower")
-	}
+	need(t, runtime.NumCPU() >= 2, "2 CPUs or more: with one, Go's processors have nothing to lower")
 	for _, c := range []struct {
 		name string
 		env  []string

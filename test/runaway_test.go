@@ -2,13 +2,13 @@ package test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -128,8 +128,7 @@ func TestRunawayRackTimeoutHitsItsRequest(t *testing.T) {
 	port := freePort(t)
 	s := launchIn(t, "", []string{"RACK_TIMEOUT=1"}, port, "-p", port, app("runaway.ru"))
 	s.waitReady(t)
-	sleeper := make(chan response, 1)
-	go func() { sleeper <- s.get(t, "/sleep?s=3&name=sleeper") }()
+	sleeper := background(t, func(t testing.TB) response { return s.get(t, "/sleep?s=3&name=sleeper") })
 	time.Sleep(700 * time.Millisecond)
 	spinner := s.get(t, "/spin?s=0.6&name=spinner")
 	equal(t, "the request computing when the timer fired", spinner.status, 200)
@@ -239,26 +238,50 @@ func TestRunawayRapidReset(t *testing.T) {
 	}()
 	var hbuf bytes.Buffer
 	enc := hpack.NewEncoder(&hbuf)
-	var attack sync.WaitGroup
-	attack.Add(1)
+	// The attack goes on until the 40 requests below are done, and 600
+	// streams at least: 20 streams opened, 5 ms for them to reach Ruby,
+	// the 20 reset, and again. (Before, 600 streams
+	// each reset at once were sent before the first request below, and
+	// none of them ran in Ruby; unpaced, 245,000 went within a second,
+	// when the server cut the connection.)
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	attack := make(chan error, 1)
 	go func() {
-		defer attack.Done()
-		for i := uint32(0); i < 600; i++ {
-			hbuf.Reset()
-			for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/spin?s=0.01&name=reset"}} {
-				enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		const batch = 20
+		for next := uint32(1); ; next += 2 * batch {
+			select {
+			case <-stop:
+				if sent.Load() >= 600 {
+					attack <- nil
+					return
+				}
+			default:
 			}
-			stream := 2*i + 1
-			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}) != nil {
-				return
+			for i := uint32(0); i < batch; i++ {
+				hbuf.Reset()
+				for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/spin?s=0.01&name=reset"}} {
+					enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+				}
+				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: next + 2*i, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+					attack <- fmt.Errorf("stream %d: %w", next+2*i, err)
+					return
+				}
 			}
-			if fr.WriteRSTStream(stream, http2.ErrCodeCancel) != nil {
-				return
+			time.Sleep(5 * time.Millisecond)
+			for i := uint32(0); i < batch; i++ {
+				if err := fr.WriteRSTStream(next+2*i, http2.ErrCodeCancel); err != nil {
+					attack <- fmt.Errorf("resetting stream %d: %w", next+2*i, err)
+					return
+				}
 			}
+			sent.Add(batch)
 		}
 	}()
+	eventually(t, 10*time.Second, "the attack under way", func() bool { return sent.Load() >= 50 })
 	var failed atomic.Int64
 	maxOrphans := 0
+	sentBefore := sent.Load()
 	for i := 0; i < 40; i++ {
 		if r := s.get(t, "/"); r.status != 200 {
 			failed.Add(1)
@@ -267,10 +290,18 @@ func TestRunawayRapidReset(t *testing.T) {
 			maxOrphans = n
 		}
 	}
-	attack.Wait()
+	during := sent.Load() - sentBefore
+	close(stop)
+	if err := <-attack; err != nil {
+		t.Fatalf("the attack ended before the requests did: %v", err)
+	}
+	if during == 0 || maxOrphans == 0 {
+		t.Fatalf("while the 40 requests ran, %d streams were opened and reset, and Ruby unwound at most %d of them: the attack did not overlap the requests",
+			during, maxOrphans)
+	}
 	started := strings.Count(strings.Join(s.events(t), "\n"), "reset: ensure")
-	t.Logf("reset requests that ran in Ruby: %d of 600; orphans at most %d; admitted %s", started, maxOrphans,
-		metricValue(t, admin, "ruvoy_requests_admitted_total"))
+	t.Logf("streams opened and reset: %d, %d of them while the 40 requests ran; reset requests that ran in Ruby: %d; orphans at most %d; admitted %s",
+		sent.Load(), during, started, maxOrphans, metricValue(t, admin, "ruvoy_requests_admitted_total"))
 	equal(t, "requests of other clients that failed during the attack", failed.Load(), 0)
 	if maxOrphans > 64+16 {
 		t.Errorf("%d requests still unwinding for one connection, want about 64", maxOrphans)

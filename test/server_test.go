@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,12 +69,42 @@ type server struct {
 	err    error // from Wait
 }
 
+// handedOut are the ports freePort has returned in this run.
+var handedOut sync.Map
+
+// freePort is a port nothing listens on, and one freePort has not
+// returned before in this run: the kernel may pick a port again as soon as
+// it is closed, and two servers given one port share it without a word
+// (Caddy's listeners set SO_REUSEPORT). A test that took a port for its
+// admin API and then one for its app got the same twice; some of its
+// WebSocket dials then reached the admin API, which answered 400.
 func freePort(t testing.TB) string {
-	port, err := testserver.FreePort()
-	if err != nil {
-		t.Fatal(err)
+	for {
+		port, err := testserver.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	return port
+}
+
+// listeners are the inodes of the TCP sockets listening on port.
+func listeners(port string) []string {
+	n, _ := strconv.Atoi(port)
+	suffix := fmt.Sprintf(":%04X", n)
+	var inodes []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(table)
+		for _, line := range strings.Split(string(b), "\n") {
+			// sl local_address rem_address st ... inode: 0A is LISTEN
+			if f := strings.Fields(line); len(f) > 9 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
+				inodes = append(inodes, f[9])
+			}
+		}
+	}
+	return inodes
 }
 
 // start runs `ruvoy -p PORT args...` and waits until it accepts
@@ -92,6 +123,11 @@ func startEnv(t testing.TB, env []string, args ...string) *server {
 	// ruvoy prints its banner once it listens: a connection before that
 	// reached someone else on the port (Caddy binds with SO_REUSEPORT).
 	eventually(t, 60*time.Second, "the banner", func() bool { return strings.Contains(s.stdout.String(), ": serving ") })
+	// Another process on the port (another test run's server, say) would
+	// answer some of the connections: say so, rather than fail oddly.
+	if l := listeners(port); len(l) != 1 {
+		t.Fatalf("%d sockets listen on port %s (%v), not this server's one: another process shares it (SO_REUSEPORT)", len(l), port, l)
+	}
 	return s
 }
 
@@ -305,6 +341,43 @@ func (s *server) rawRequest(t testing.TB, request string) response {
 		t.Fatal(err)
 	}
 	return response{res.StatusCode, res.Header, string(b)}
+}
+
+// inGoroutine is t for a goroutine the test started. t.Fatal must be
+// called from the test's own goroutine; in another, the helpers' fatal
+// checks (s.get, equal, ...) instead fail the test and end that goroutine
+// alone, its deferred calls run (a WaitGroup's Done).
+func inGoroutine(t testing.TB) testing.TB { return goroutineT{t} }
+
+type goroutineT struct{ testing.TB }
+
+func (g goroutineT) Fatal(args ...any) {
+	g.Helper()
+	g.Error(args...)
+	runtime.Goexit()
+}
+
+func (g goroutineT) Fatalf(format string, args ...any) {
+	g.Helper()
+	g.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (g goroutineT) FailNow() {
+	g.Fail()
+	runtime.Goexit()
+}
+
+// background runs f in a goroutine (with inGoroutine's t) and returns its
+// result's channel, closed without a value when f failed: a test waiting
+// on it then goes on (to fail) instead of hanging.
+func background[T any](t testing.TB, f func(t testing.TB) T) <-chan T {
+	ch := make(chan T, 1)
+	go func() {
+		defer close(ch)
+		ch <- f(inGoroutine(t))
+	}()
+	return ch
 }
 
 // eventually retries check until it passes or the time is up.

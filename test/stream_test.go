@@ -97,6 +97,7 @@ func TestStreamSlowReader(t *testing.T) {
 	wg.Add(1)
 	go func() { // other requests, every 50 ms, and the server's RSS
 		defer wg.Done()
+		t := inGoroutine(t)
 		for {
 			select {
 			case <-done:
@@ -258,7 +259,7 @@ func TestStreamUpload(t *testing.T) {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if r := s.rss(t); r > peak.Load() {
+			if r := s.rss(inGoroutine(t)); r > peak.Load() {
 				peak.Store(r)
 			}
 		}

@@ -121,6 +121,7 @@ func TestWebSocketEcho(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				t := inGoroutine(t)
 				c, res, err := websocket.Dial(wsCtx(t), url, nil)
 				if err != nil {
 					// Whose refusal: the app's (faye.ru says why) or the server's.
@@ -152,14 +153,23 @@ func TestWebSocketEcho(t *testing.T) {
 	})
 }
 
-// Puma serves the same config.ru: the same messages come back the same.
+// Puma serves the same config.ru, in the same RACK_ENV: the 101 is the
+// same, byte for byte, and the same messages come back the same from both.
 func TestWebSocketEchoPuma(t *testing.T) {
-	url := puma(t, "apps", "faye.ru", nil)
-	c := wsDial(t, "ws"+strings.TrimPrefix(url, "http")+"/echo")
-	echoAll(t, c, echoMessages())
-	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
-		t.Fatalf("close: %v", err)
+	s := start(t, "-e", pumaEnv, app("faye.ru"))
+	reference := strings.TrimPrefix(puma(t, "apps", "faye.ru", nil), "http://")
+	heads := map[string]string{}
+	for name, addr := range map[string]string{"ruvoy": s.addr, "Puma": reference} {
+		c, head := rawUpgradeHead(t, addr)
+		c.Close()
+		heads[name] = head
+		ws := wsDial(t, "ws://"+addr+"/echo")
+		echoAll(t, ws, echoMessages())
+		if err := ws.Close(websocket.StatusNormalClosure, ""); err != nil {
+			t.Fatalf("%s: close: %v", name, err)
+		}
 	}
+	equal(t, "the 101, ruvoy against Puma", heads["ruvoy"], heads["Puma"])
 }
 
 // The chat example: what one client says reaches all three, its own
@@ -227,6 +237,13 @@ const wsAccept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 // the 101.
 func rawUpgrade(t testing.TB, addr string) net.Conn {
 	t.Helper()
+	c, _ := rawUpgradeHead(t, addr)
+	return c
+}
+
+// rawUpgradeHead is rawUpgrade, and the 101's head as it came.
+func rawUpgradeHead(t testing.TB, addr string) (net.Conn, string) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +262,7 @@ func rawUpgrade(t testing.TB, addr string) net.Conn {
 	}
 	mustContain(t, "head", string(head), "HTTP/1.1 101 ")
 	mustContain(t, "head", string(head), "Sec-WebSocket-Accept: "+wsAccept)
-	return c
+	return c, string(head)
 }
 
 // Clients that vanish (a reset) in the middle of a frame: the others'
@@ -261,7 +278,7 @@ func TestWebSocketVanishingClients(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c := rawUpgrade(t, s.addr)
+				c := rawUpgrade(inGoroutine(t), s.addr)
 				// A masked binary frame announcing 100 bytes; 10 of them come.
 				frame := []byte{0x82, 0x80 | 100, 1, 2, 3, 4}
 				c.Write(append(frame, bytes.Repeat([]byte{'x'}, 10)...))

@@ -87,7 +87,11 @@ func buildConfig(o *options) ([]byte, error) {
 			if _, dup := upstreams.Upstreams[u.name]; dup {
 				return nil, fmt.Errorf("--upstream %s is given twice", u.name)
 			}
-			proxy := &reverseproxy.Handler{}
+			// Round robin over the URLs, as docs/extensions.md says
+			// (Caddy's default is random).
+			proxy := &reverseproxy.Handler{LoadBalancing: &reverseproxy.LoadBalancing{
+				SelectionPolicyRaw: m.module(&reverseproxy.RoundRobinSelection{}, "policy", "round_robin"),
+			}}
 			for _, h := range u.hosts {
 				proxy.Upstreams = append(proxy.Upstreams, &reverseproxy.Upstream{Dial: h})
 			}

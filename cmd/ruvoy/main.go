@@ -278,23 +278,35 @@ func railsExit() func() {
 // railsServerEnv marks a ruvoy that `rails server -u ruvoy` started.
 const railsServerEnv = "RUVOY_RAILS_SERVER"
 
-// checkPortFree refuses a port another process serves. Caddy's listeners
-// set SO_REUSEPORT, so without this a second ruvoy on the same port would
-// start silently and share the connections with the first (a stale process
-// serving old code); --reuse-port asks for exactly that, for an
-// overlapping restart.
+// checkPortFree refuses a port, or an admin port, another process serves.
+// Caddy's listeners set SO_REUSEPORT, so without this a second ruvoy on
+// the same port would start silently and share the connections with the
+// first (a stale process serving old code); --reuse-port asks for exactly
+// that, for an overlapping restart.
 func checkPortFree(o *options) error {
+	// The admin API is never shared, --reuse-port or not: another
+	// process's would answer some of this one's admin requests.
+	if o.adminPort != "" && o.adminPort != "0" {
+		if addr := "127.0.0.1:" + o.adminPort; inUse(addr) {
+			return fmt.Errorf("--admin-port: %w", portInUse(addr))
+		}
+	}
 	if o.reusePort || o.port == "0" || o.socket != "" {
 		return nil // a unix socket in use makes Caddy fail clearly
 	}
 	for _, addr := range o.listens() {
-		l, err := net.Listen("tcp", addr)
-		if errors.Is(err, syscall.EADDRINUSE) {
+		if inUse(addr) {
 			return portInUse(addr)
-		}
-		if err == nil {
-			l.Close()
 		}
 	}
 	return nil // other errors: Caddy reports them as it listens
+}
+
+// inUse says whether another socket listens on addr.
+func inUse(addr string) bool {
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		l.Close()
+	}
+	return errors.Is(err, syscall.EADDRINUSE)
 }

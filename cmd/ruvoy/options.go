@@ -402,6 +402,11 @@ func parseOptions(args []string, getenv func(string) string) (*options, error) {
 		if err := checkPort("admin port", o.adminPort); err != nil {
 			return nil, err
 		}
+		// Caddy's listeners set SO_REUSEPORT: on one port the admin API
+		// and the app would share the connections, each getting some.
+		if o.adminPort == o.port && o.port != "0" && o.socket == "" {
+			return nil, fmt.Errorf("--admin-port %s is the port the app is served on", o.adminPort)
+		}
 	}
 	var err error
 	switch {

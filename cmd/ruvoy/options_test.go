@@ -235,6 +235,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--admin-token-file", "/etc/hostname"}, env(), "--admin-token-file is the token of --admin-port: give both"},
 		{[]string{"--admin-port", "1", "--admin-token-file", "/no/such/file"}, env(), "--admin-token-file: open /no/such/file: no such file or directory"},
 		{[]string{"--admin-port", "1", "--admin-token-file", "/dev/null"}, env(), "--admin-token-file: /dev/null has no token on its first line"},
+		{[]string{"-p", "3000", "--admin-port", "3000"}, env(), "--admin-port 3000 is the port the app is served on"},
 		{[]string{"--tls-cert", "c.pem"}, env(), "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-internal", "--domain", "x"}, env(), "--tls-internal and --domain exclude each other"},
 		{[]string{"--tls-client-ca", "ca.pem"}, env(), "--tls-client-ca needs HTTPS (--tls-cert, --tls-internal or --domain)"},
