@@ -16,9 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static rv_config config;
 static pthread_t vm_thread;
+static pid_t vm_pid; /* the process that created vm_thread */
+static pthread_mutex_t end_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t end_cv = PTHREAD_COND_INITIALIZER;
+static int ended; /* the VM is cleaned up: exit_status is set */
 static pthread_mutex_t boot_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t boot_cv = PTHREAD_COND_INITIALIZER;
 static int boot_state; /* 0 booting, 1 serving, -1 failed */
@@ -110,6 +115,16 @@ static void before_cleanup(void)
         rb_set_errinfo(Qnil);
 }
 
+/* The VM thread's last word, for rv_join. */
+static void *vm_end(void)
+{
+    pthread_mutex_lock(&end_mu);
+    ended = 1;
+    pthread_cond_broadcast(&end_cv);
+    pthread_mutex_unlock(&end_mu);
+    return NULL;
+}
+
 static void *vm_main(void *arg)
 {
     (void)arg;
@@ -133,7 +148,7 @@ static void *vm_main(void *arg)
         RUBY_INIT_STACK;
         if (ruby_setup() != 0) {
             boot_done(-1, "ruby_setup failed");
-            return NULL;
+            return vm_end();
         }
         setlocale(LC_CTYPE, "");
         static char opt0[] = "ruvoy", opt1[] = "-e", opt2[] = "";
@@ -142,7 +157,7 @@ static void *vm_main(void *arg)
         int status = 0;
         if (!ruby_executable_node(node, &status)) {
             boot_done(-1, "Ruby failed to start (its own message is above; check RUBYOPT)");
-            return NULL;
+            return vm_end();
         }
         ruby_script(config.program);
         rv_signals_fix();
@@ -155,7 +170,7 @@ static void *vm_main(void *arg)
         }
         exit_status = ruby_cleanup(0);
     }
-    return NULL;
+    return vm_end();
 }
 
 static char *copy(const char *p, size_t n)
@@ -185,6 +200,7 @@ int rv_start(const rv_config *cfg, char **error)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 16u << 20);
+    vm_pid = getpid();
     int rc = pthread_create(&vm_thread, &attr, vm_main, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
@@ -203,8 +219,19 @@ int rv_start(const rv_config *cfg, char **error)
     return 0;
 }
 
+/* Waits for the VM's end (ruby_cleanup has returned). In a worker forked
+ * from a template (rv_fork.c) the VM thread is the thread that forked, not
+ * one this process created, and glibc may never see it end: 2.43's
+ * pthread_join waits for the word pthread_create had the kernel clear at
+ * the thread's exit, and fork has it clear another (the thread id). There
+ * the VM's own word is the end; the process exits next. */
 int rv_join(void)
 {
-    pthread_join(vm_thread, NULL);
+    pthread_mutex_lock(&end_mu);
+    while (!ended)
+        pthread_cond_wait(&end_cv, &end_mu);
+    pthread_mutex_unlock(&end_mu);
+    if (getpid() == vm_pid)
+        pthread_join(vm_thread, NULL);
     return exit_status;
 }

@@ -17,6 +17,9 @@ sleep 3 if File.exist?(ENV.fetch("CLUSTER_BOOT_SLOW", "/nonexistent"))
 BOOT_PID = Process.pid
 VERSION = File.exist?(ENV.fetch("CLUSTER_VERSION", "/nonexistent")) ? File.read(ENV["CLUSTER_VERSION"]).strip : "none"
 File.open(ENV["CLUSTER_BOOT_LOG"], "a") { |f| f.puts "#{Process.pid} #{VERSION}" } if ENV["CLUSTER_BOOT_LOG"]
+# Each process whose Ruby was cleaned up (its at_exit hooks ran), one pid a
+# line: with --preload, the template and every worker forked from it.
+at_exit { File.open(ENV["CLUSTER_EXIT_LOG"], "a") { |f| f.puts Process.pid } } if ENV["CLUSTER_EXIT_LOG"]
 
 use Rack::Lint
 run lambda { |env|
