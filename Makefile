@@ -52,11 +52,11 @@ check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	EXTRA_CFLAGS=-Werror $(GO) vet ./...
 
-# The unit tests; the request path's also against a stand-in VM in Go
-# (-tags standin: the root package built without internal/vm).
+# The unit tests; the host's and the request path's also against a
+# stand-in VM in Go (-tags standin: built without internal/vm).
 unit:
-	$(GO) test -race -count=1 . ./internal/... ./caddy ./cmd/...
-	$(GO) test -race -count=1 -tags standin .
+	$(GO) test -race -count=1 ./internal/... ./lib/... ./caddy ./cmd/...
+	$(GO) test -race -count=1 -tags standin ./internal/host ./internal/serve
 
 e2e: ruvoy-race
 	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/...

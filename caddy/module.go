@@ -22,7 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/metrics"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 func init() {
@@ -117,7 +118,7 @@ type Handler struct {
 	// Upstream gives the app env["ruvoy.upstream"] (off when absent).
 	Upstream *UpstreamConfig `json:"upstream,omitempty"`
 
-	app *ruvoy.App
+	app *serve.App
 }
 
 // ContextConfig configures env["ruvoy.context"].
@@ -184,10 +185,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("ruvoy: no rackup at %s", rackup)
 	}
 	hookServer(ctx)
-	rt, err := ruvoy.Start(ruvoy.Options{Logger: ctx.Logger()})
-	if err != nil {
-		return fmt.Errorf("ruvoy: starting Ruby: %w", err)
-	}
+	rt := serve.Start(serve.Options{Logger: ctx.Logger()})
 	rt.SetLogger(ctx.Logger())
 	if h.StallWarn != nil {
 		ctx.Logger().Warn(`ruvoy: the handler's "stall_warn" is deprecated: it is now "hold_warn"`)
@@ -196,12 +194,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	if h.HoldWarn != nil {
-		rt.SetHoldWarn(time.Duration(*h.HoldWarn))
+		rt.VM().SetHoldWarn(time.Duration(*h.HoldWarn))
 	}
 	if h.VMHoldLimit != nil {
-		rt.SetHoldLimit(time.Duration(*h.VMHoldLimit))
+		rt.VM().SetHoldLimit(time.Duration(*h.VMHoldLimit))
 	}
-	if err := ctx.GetMetricsRegistry().Register(rt.Collector()); err != nil {
+	if err := ctx.GetMetricsRegistry().Register(metrics.Collector(rt)); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {
 			return fmt.Errorf("ruvoy: registering metrics: %w", err)
@@ -222,7 +220,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Preload && h.Workers == 0 {
 		return fmt.Errorf("ruvoy: preload forks workers: set workers too")
 	}
-	opts := ruvoy.AppOptions{
+	opts := serve.AppOptions{
 		MaxRequests:              h.MaxRequests,
 		MaxRequestsPerConnection: h.MaxRequestsPerConn,
 		MaxRequestsPerClient:     h.MaxRequestsPerClient,
@@ -294,7 +292,7 @@ func serverWriteChunk(ctx caddy.Context) int64 {
 
 // extensions turns on env["ruvoy.context"] and env["ruvoy.upstream"] as
 // configured.
-func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
+func (h *Handler) extensions(ctx caddy.Context, o *serve.AppOptions) error {
 	if c := h.Context; c != nil {
 		route := map[string]any{}
 		for _, ns := range c.MetadataNamespaces {
@@ -302,7 +300,7 @@ func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
 				route[ns] = values
 			}
 		}
-		o.Context = &ruvoy.ContextOptions{
+		o.Context = &serve.ContextOptions{
 			RouteName:       c.RouteName,
 			RouteMetadata:   route,
 			DynamicMetadata: dynamicMetadata(c.MetadataNamespaces),
@@ -320,11 +318,11 @@ func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
 				return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
 			}
 		}
-		o.Upstream = &ruvoy.UpstreamOptions{
-			Upstreams:        u.Upstreams,
+		o.Upstream = &serve.UpstreamOptions{
+			Names:            u.Upstreams,
 			Timeout:          time.Duration(u.TimeoutMS) * time.Millisecond,
 			MaxResponseBytes: u.MaxResponseBytes,
-			Upstream:         &upstreamsRef{ctx: ctx, wanted: u.Upstreams},
+			Caller:           &upstreamsRef{ctx: ctx, wanted: u.Upstreams},
 		}
 	}
 	return nil

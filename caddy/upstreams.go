@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 func init() {
@@ -74,15 +74,15 @@ func (c *Upstreams) Start() error { return nil }
 func (c *Upstreams) Stop() error { return nil }
 
 // Call sends one call through the upstream's reverse proxy and buffers
-// the answer (ruvoy.Upstream).
-func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
+// the answer (serve.UpstreamCaller).
+func (c *Upstreams) Call(ctx context.Context, call *serve.UpstreamCall, maxBytes int64) (*serve.UpstreamResponse, error) {
 	h := c.handlers[call.Upstream]
 	if h == nil {
-		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no upstream named %q is defined", call.Upstream)}
+		return nil, &serve.UpstreamError{Msg: fmt.Sprintf("no upstream named %q is defined", call.Upstream)}
 	}
 	req, err := http.NewRequestWithContext(ctx, call.Method, "http://"+call.Upstream+call.Path, bytes.NewReader(call.Body))
 	if err != nil {
-		return nil, &ruvoy.UpstreamError{Msg: err.Error()}
+		return nil, &serve.UpstreamError{Msg: err.Error()}
 	}
 	req.Header = call.Header
 	req.Host = call.Upstream
@@ -93,9 +93,9 @@ func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes
 		server = new(caddyhttp.Server)
 	}
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), rec, server)
-	err = serve(h, rec, req)
+	err = runProxy(h, rec, req)
 	if rec.tooLarge {
-		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Upstream, maxBytes)}
+		return nil, &serve.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Upstream, maxBytes)}
 	}
 	if err != nil {
 		var he caddyhttp.HandlerError
@@ -103,25 +103,25 @@ func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes
 		case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
 			return nil, context.DeadlineExceeded
 		case errors.As(err, &he) && he.Err != nil && strings.Contains(he.Err.Error(), "no upstreams available"):
-			return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no healthy host in upstream %s", call.Upstream)}
+			return nil, &serve.UpstreamError{Msg: fmt.Sprintf("no healthy host in upstream %s", call.Upstream)}
 		case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
 			return nil, context.DeadlineExceeded
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		default: // could not reach it, or it hung up
-			return &ruvoy.UpstreamResponse{Status: http.StatusServiceUnavailable, Header: http.Header{}}, nil
+			return &serve.UpstreamResponse{Status: http.StatusServiceUnavailable, Header: http.Header{}}, nil
 		}
 	}
 	status := rec.status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return &ruvoy.UpstreamResponse{Status: status, Header: rec.header, Body: rec.body.Bytes()}, nil
+	return &serve.UpstreamResponse{Status: status, Header: rec.header, Body: rec.body.Bytes()}, nil
 }
 
-// serve runs the proxy; the proxy aborts a response whose body it cannot
+// runProxy runs the proxy; the proxy aborts a response whose body it cannot
 // finish copying by panicking with http.ErrAbortHandler, as to a client.
-func serve(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+func runProxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p != http.ErrAbortHandler {
@@ -168,7 +168,7 @@ func (b *buffered) Write(p []byte) (int, error) {
 func (b *buffered) Flush() {}
 
 var (
-	_ caddy.App         = (*Upstreams)(nil)
-	_ caddy.Provisioner = (*Upstreams)(nil)
-	_ ruvoy.Upstream    = (*Upstreams)(nil)
+	_ caddy.App            = (*Upstreams)(nil)
+	_ caddy.Provisioner    = (*Upstreams)(nil)
+	_ serve.UpstreamCaller = (*Upstreams)(nil)
 )

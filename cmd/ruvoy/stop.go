@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 // announceStop logs, when the first SIGTERM or SIGINT arrives, that the
@@ -14,7 +14,7 @@ import (
 // seconds) and how many requests it lets finish
 // (Caddy's handler, caddy.TrapSignals, does the stopping; the runtime
 // says how it ended, Runtime.Stopped).
-func announceStop(rt *ruvoy.Runtime, drain float64, grace int) {
+func announceStop(rt *serve.Runtime, drain float64, grace int) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {

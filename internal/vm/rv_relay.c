@@ -11,7 +11,7 @@
  * turn with one sendmsg. A request then wakes no Go thread in the worker:
  * with as many VM threads as cores, each Go thread woken took a core from
  * a VM thread (docs/benchmarks.md, "Cluster mode"). Go keeps the control
- * replies, its own frames (rv_relay_send) and the urgent socket (worker.go);
+ * replies, its own frames (rv_relay_send) and the urgent socket (internal/cluster/worker);
  * RV_OUT_RELAY_END tells it the socket is done.
  */
 #include "rv_internal.h"

@@ -121,7 +121,7 @@ func TestFrameWriterBatches(t *testing.T) {
 			w.Close()
 			fd, _ := syscall.Dup(int(r.Fd()))
 			r.Close()
-			fw.addFile(wire.OutFile, 99, 0, uint64(i), nil, fd)
+			fw.addFile(wire.Frame{Kind: wire.OutFile, Stream: 99, Aux: uint64(i)}, nil, fd)
 			fw.flush()
 		}
 	}()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ruvoy/ruvoy/internal/cluster"
 	"github.com/ruvoy/ruvoy/internal/msg"
+	"github.com/ruvoy/ruvoy/internal/stats"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -30,23 +31,23 @@ type Worker struct {
 	proc    *os.Process
 	conn    *net.UnixConn
 	out     *frameWriter
-	urgent  *frameWriter // interrupts and the stop again, for a held VM (worker.go listenUrgent)
+	urgent  *frameWriter // interrupts and the stop again, for a held VM (internal/cluster/worker's listenUrgent)
 	started time.Time
 
 	mu       sync.Mutex
 	streams  map[uint64]struct{} // requests it runs (until their FINAL)
 	inflight atomic.Int64
 
-	gone      atomic.Bool                   // it exited: its requests have failed
-	heard     atomic.Int64                  // when it last reported (RV_WORKER_STATS), unix ns
-	silent    atomic.Bool                   // it has not reported for a while (pool.watch)
-	timedOut  atomic.Bool                   // it was killed for not reporting: its requests get 504
-	heldSince atomic.Int64                  // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
-	retiring  atomic.Bool                   // it takes no new request, and stops once its requests end
-	replacing atomic.Bool                   // a new worker is starting to take its slot
-	stopping  atomic.Bool                   // it was told to stop: its exit is expected
-	bootError atomic.Bool                   // its app failed to load: its exit is expected, and the error said
-	stats     atomic.Pointer[cluster.Stats] // what it last reported
+	gone      atomic.Bool              // it exited: its requests have failed
+	heard     atomic.Int64             // when it last reported (RV_WORKER_STATS), unix ns
+	silent    atomic.Bool              // it has not reported for a while (pool.watch)
+	timedOut  atomic.Bool              // it was killed for not reporting: its requests get 504
+	heldSince atomic.Int64             // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
+	retiring  atomic.Bool              // it takes no new request, and stops once its requests end
+	replacing atomic.Bool              // a new worker is starting to take its slot
+	stopping  atomic.Bool              // it was told to stop: its exit is expected
+	bootError atomic.Bool              // its app failed to load: its exit is expected, and the error said
+	stats     atomic.Pointer[stats.VM] // what it last reported
 
 	statm *os.File     // its /proc statm, open while it runs (with a max RSS)
 	rssMu sync.Mutex   // one read of statm at a time
@@ -63,7 +64,7 @@ type bootResult struct{ err error }
 func (w *Worker) Slot() int { return w.slot }
 
 // Stats is what the worker last reported, or nil.
-func (w *Worker) Stats() *cluster.Stats { return w.stats.Load() }
+func (w *Worker) Stats() *stats.VM { return w.stats.Load() }
 
 // InFlight is how many requests the worker runs.
 func (w *Worker) InFlight() int64 { return w.inflight.Load() }
@@ -109,7 +110,7 @@ func (w *Worker) Interrupt(stream uint64, reason uint32) {
 // Hijacked sends the worker a hijacked connection: the descriptor
 // crosses with its frame (SCM_RIGHTS) and is closed here.
 func (w *Worker) Hijacked(stream uint64, fd int, flags uint32) {
-	w.out.addFile(wire.InHijacked, stream, flags, 0, nil, fd)
+	w.out.addFile(wire.Frame{Kind: wire.InHijacked, Stream: stream, Flags: flags}, nil, fd)
 	w.out.flush()
 }
 
@@ -293,7 +294,7 @@ func (w *Worker) control(f wire.Frame, p []byte) {
 		w.heldSince.Store(since)
 	case wire.WorkerStats:
 		w.heard.Store(time.Now().UnixNano())
-		if s, ok := cluster.ReadStats(p); ok {
+		if s, ok := stats.Read(p); ok {
 			w.stats.Store(&s)
 		}
 	}
