@@ -56,7 +56,7 @@ check:
 # stand-in VM in Go (-tags standin: built without internal/vm).
 unit:
 	$(GO) test -race -count=1 ./internal/... ./lib/... ./caddy ./cmd/...
-	$(GO) test -race -count=1 -tags standin ./internal/host ./internal/serve
+	$(GO) test -race -count=1 -tags standin ./internal/host ./internal/serve ./internal/cluster/worker
 
 e2e: ruvoy-race
 	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/...

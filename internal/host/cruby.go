@@ -26,10 +26,10 @@ func (cruby) Poll() *msg.Msg                         { return vm.Poll() }
 func (cruby) InboxFD() int                           { return vm.InboxFD() }
 func (cruby) DirectLimit(n int)                      { vm.DirectLimit(n) }
 func (cruby) DirectClaim(stream uint64) int          { return vm.DirectClaim(stream) }
-func (cruby) DirectWait(slot int, timeout time.Duration) *msg.Msg {
-	return vm.DirectWait(slot, timeout)
+func (cruby) DirectWait(line int, timeout time.Duration) *msg.Msg {
+	return vm.DirectWait(line, timeout)
 }
-func (cruby) DirectRelease(slot int) *msg.Msg { return vm.DirectRelease(slot) }
+func (cruby) DirectRelease(line int) *msg.Msg { return vm.DirectRelease(line) }
 func (cruby) ReadStats() stats.VM             { return vm.ReadStats() }
 func (cruby) Held() (uint64, uint64)          { return vm.Held() }
 func (cruby) Now() uint64                     { return vm.Now() }
@@ -46,5 +46,5 @@ func (cruby) RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, pay
 func (cruby) RelaySendMsg(m *msg.Msg)      { vm.RelaySendMsg(m) }
 func (cruby) RelayFinish()                 { vm.RelayFinish() }
 func (cruby) RelayCounts() (uint64, int64) { return vm.RelayCounts() }
-func (cruby) WatchHeld() int               { return vm.WatchHeld() }
+func (cruby) StartHeldReporter() int       { return vm.StartHeldReporter() }
 func (cruby) ForkedApp() uint64            { return vm.ForkedApp() }

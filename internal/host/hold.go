@@ -7,28 +7,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// Ruby code holding the VM thread: the hold detector (internal/tuning's
-// Watch) watches this process's VM.
+// Ruby code holding the VM thread: the hold detector (detector.go) looks
+// at this process's VM.
 
 // SetHoldWarn sets how long Ruby code may hold the VM thread before the
 // hold detector names it (0 turns the detector off).
-func (v *VM) SetHoldWarn(d time.Duration) { v.watch.Warn.Store(int64(d)) }
+func (v *VM) SetHoldWarn(d time.Duration) { v.holdDet.Warn.Store(int64(d)) }
 
 // SetHoldLimit sets how long Ruby code may hold the VM thread before the
 // process exits (0: never).
-func (v *VM) SetHoldLimit(d time.Duration) { v.watch.Limit.Store(int64(d)) }
+func (v *VM) SetHoldLimit(d time.Duration) { v.holdDet.Limit.Store(int64(d)) }
 
 // HoldWarn and HoldLimit are the detector's settings, which a cluster's
 // workers take too.
-func (v *VM) HoldWarn() time.Duration  { return time.Duration(v.watch.Warn.Load()) }
-func (v *VM) HoldLimit() time.Duration { return time.Duration(v.watch.Limit.Load()) }
+func (v *VM) HoldWarn() time.Duration  { return time.Duration(v.holdDet.Warn.Load()) }
+func (v *VM) HoldLimit() time.Duration { return time.Duration(v.holdDet.Limit.Load()) }
 
-// heldWatch is the VM as the hold detector reads it.
-type heldWatch struct{}
+// portHeld is the VM as the hold detector reads it.
+type portHeld struct{}
 
-func (heldWatch) Held() (since, awake uint64) { return ruby.Held() }
-func (heldWatch) Now() uint64                 { return ruby.Now() }
-func (heldWatch) HoldReport(since uint64)     { ruby.HoldReport(since) }
+func (portHeld) Held() (since, awake uint64) { return ruby.Held() }
+func (portHeld) Now() uint64                 { return ruby.Now() }
+func (portHeld) HoldReport(since uint64)     { ruby.HoldReport(since) }
 
 // exitHeld ends the process whose VM thread Ruby code has held past the
 // hold limit, once the backtrace had a chance to be logged.

@@ -21,8 +21,8 @@ type port interface {
 	InboxFD() int
 	DirectLimit(n int)
 	DirectClaim(stream uint64) int
-	DirectWait(slot int, timeout time.Duration) *msg.Msg
-	DirectRelease(slot int) *msg.Msg
+	DirectWait(line int, timeout time.Duration) *msg.Msg
+	DirectRelease(line int) *msg.Msg
 	ReadStats() stats.VM
 	Held() (since, awake uint64)
 	Now() uint64
@@ -39,6 +39,6 @@ type port interface {
 	RelaySendMsg(m *msg.Msg)
 	RelayFinish()
 	RelayCounts() (admitted uint64, inflight int64)
-	WatchHeld() int
+	StartHeldReporter() int
 	ForkedApp() uint64
 }

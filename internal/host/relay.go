@@ -37,16 +37,16 @@ func (v *VM) RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, pay
 func (v *VM) RelaySendMsg(m *msg.Msg) { ruby.RelaySendMsg(m) }
 func (v *VM) RelayFinish()            { ruby.RelayFinish() }
 
-// WatchHeld starts the worker's held watch (rv_held.c): what the VM sends
+// StartHeldReporter starts the worker's held reporter (rv_held.c): what the VM sends
 // while Ruby code holds its thread goes out without waiting for the
 // loop's turn. 0, or a negative errno.
-func (v *VM) WatchHeld() int { return ruby.WatchHeld() }
+func (v *VM) StartHeldReporter() int { return ruby.StartHeldReporter() }
 
 // ForkedApp is the app a worker forked from a template (--preload) got
 // loaded with its VM; 0 in any other process.
 func (v *VM) ForkedApp() uint64 { return ruby.ForkedApp() }
 
-// RelayActivity is what the idle release watches in a worker: the
+// RelayActivity is what the idle release looks at in a worker: the
 // requests the VM read from the front end so far, and whether any is
 // under way.
 func (v *VM) RelayActivity() (int64, bool) {

@@ -38,7 +38,7 @@ type StandIn struct {
 	last     *msg.Msg
 	sleeping bool // Go polled and found nothing: the next message writes efd
 	efd      int
-	relayFD  int // a worker's socket to its front end (RelayOpen)
+	relayFD  int          // a worker's socket to its front end (RelayOpen)
 	loading  StandInApp   // the app the next InLoadApp loads
 	apps     []StandInApp // by the VM's app number, from 1
 	got      []Sent       // what Go sent, in order
@@ -205,6 +205,6 @@ func (s *StandIn) RelaySendMsg(m *msg.Msg) {
 	s.RelaySend(m.Kind(), m.Stream(), m.Flags(), m.Aux(), m.Payload())
 	m.Free()
 }
-func (s *StandIn) RelayFinish()      {}
-func (s *StandIn) WatchHeld() int    { return 0 }
-func (s *StandIn) ForkedApp() uint64 { return 0 }
+func (s *StandIn) RelayFinish()           {}
+func (s *StandIn) StartHeldReporter() int { return 0 }
+func (s *StandIn) ForkedApp() uint64      { return 0 }

@@ -1,6 +1,6 @@
 // Package host drives the process's one Ruby VM: it boots it, exchanges
 // control messages with it (loading apps, running their hooks), takes
-// what it sends (the dispatcher, and a lone request's direct slot),
+// what it sends (the dispatcher, and a lone request's direct line),
 // watches for Ruby code that holds its thread, and stops it. It knows no
 // request: what the VM sends about requests goes to a Router (the
 // request path, internal/serve; in a worker, the relay to the front end).
@@ -14,7 +14,6 @@ import (
 
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/stats"
-	"github.com/ruvoy/ruvoy/internal/tuning"
 	"github.com/ruvoy/ruvoy/internal/wire"
 	"github.com/ruvoy/ruvoy/lib"
 
@@ -56,7 +55,7 @@ type VM struct {
 	logger    atomic.Pointer[zap.Logger]
 	controlMu sync.Mutex // one control exchange at a time
 	replies   chan reply
-	watch     tuning.Watch // the hold detector (hold.go)
+	holdDet   detector     // the hold detector (detector.go)
 	holds     atomic.Int64 // the VM thread held past the hold warning, so far
 
 	dispatching atomic.Bool // the dispatcher may hold messages it took (drain)
@@ -84,10 +83,10 @@ func New(c Config, router Router) *VM {
 	}
 	v := &VM{cfg: c, router: router, replies: make(chan reply, 1)}
 	v.logger.Store(c.Logger)
-	v.watch.VM = heldWatch{}
-	v.watch.OnHold = func() { v.holds.Add(1) }
-	v.watch.OnLimit = v.exitHeld
-	v.watch.Warn.Store(int64(tuning.DefaultHoldWarn))
+	v.holdDet.VM = portHeld{}
+	v.holdDet.OnHold = func() { v.holds.Add(1) }
+	v.holdDet.OnLimit = v.exitHeld
+	v.holdDet.Warn.Store(int64(DefaultHoldWarn))
 	return v
 }
 
@@ -102,9 +101,9 @@ func (v *VM) Boot() error {
 		return err
 	}
 	v.booted.Store(true)
-	ruby.DirectLimit(v.directSlots())
+	ruby.DirectLimit(v.directLines())
 	go v.dispatch()
-	go v.watch.Run()
+	go v.holdDet.run()
 	return nil
 }
 

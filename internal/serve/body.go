@@ -53,7 +53,7 @@ const (
 // chunkSize is the most one body message carries.
 const chunkSize = 64 << 10
 
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+var chunkBuffers = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // startPump starts streaming q's body to its VM (rc: q's response's).
 func startPump(q *request, rc *http.ResponseController) *bodyPump {
@@ -74,8 +74,8 @@ func (p *bodyPump) ended() int32 { return p.state.Load() }
 
 func (p *bodyPump) run() {
 	defer close(p.done)
-	bufp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bufp)
+	bufp := chunkBuffers.Get().(*[]byte)
+	defer chunkBuffers.Put(bufp)
 	buf := *bufp
 	var sent int64
 	for {

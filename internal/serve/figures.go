@@ -14,7 +14,7 @@ func (rt *Runtime) Stats() stats.VM {
 	if rt.vm.Booted() {
 		vms = append(vms, rt.vm.Stats())
 	}
-	rt.eachWorker(func(_ int, w *frontend.Worker, _ int64) {
+	rt.eachWorker(func(_ int, w *frontend.Handle, _ int64) {
 		if w == nil {
 			return
 		}
@@ -67,7 +67,7 @@ func (rt *Runtime) Figures() Figures {
 		BodyHeld: c.bodyHeld.Load(), WriteCuts: rt.writeCuts.total.Load(), ProcsChanges: rt.procs.Changes(),
 		Releases: c.releases.Load(), VM: rt.Stats(),
 	}
-	rt.eachWorker(func(i int, w *frontend.Worker, restarts int64) {
+	rt.eachWorker(func(i int, w *frontend.Handle, restarts int64) {
 		for i >= len(f.Workers) {
 			f.Workers = append(f.Workers, WorkerFigures{})
 		}

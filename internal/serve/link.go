@@ -6,7 +6,7 @@ import (
 )
 
 // A vmLink is the way to the VM a request runs in: this process's own
-// (localVM), or a worker process's in cluster mode (*frontend.Worker).
+// (localVM), or a worker process's in cluster mode (*frontend.Handle).
 // What a request sends its VM goes through its link.
 type vmLink interface {
 	// Start hands the VM a new request (app: the app it runs in); false

@@ -1,7 +1,7 @@
 package serve
 
 // Requests one at a time (docs/architecture.md): a handler waits for its
-// answer on its own thread (host's direct slots), and Go's processors go
+// answer on its own thread (host's direct lines), and Go's processors go
 // down to one (internal/tuning's Procs).
 
 // loneRun is how many requests in a row must have found no other in
@@ -31,7 +31,7 @@ func (a *App) arrive() bool {
 	return n > loneRun
 }
 
-// claimDirect reserves a direct slot for q, about to go to this process's
+// claimDirect reserves a direct line for q, about to go to this process's
 // VM, when requests come one at a time (alone); -1 when it gets none.
 // Requests with a body, and requests in cluster mode, always go through
 // the dispatcher.
@@ -39,9 +39,9 @@ func (a *App) claimDirect(q *request, alone bool) int {
 	if _, local := q.link.(localVM); !local || q.hasBody || !alone {
 		return -1
 	}
-	slot := a.rt.vm.ClaimDirect(q.id)
-	if slot >= 0 {
+	line := a.rt.vm.ClaimDirect(q.id)
+	if line >= 0 {
 		a.rt.counters.direct.Add(1)
 	}
-	return slot
+	return line
 }

@@ -102,7 +102,7 @@ func (rt *Runtime) stopPools() int {
 
 // eachWorker calls f with every slot of every pool: the worker serving
 // it (nil while one starts) and the restarts of the slot.
-func (rt *Runtime) eachWorker(f func(slot int, w *frontend.Worker, restarts int64)) {
+func (rt *Runtime) eachWorker(f func(slot int, w *frontend.Handle, restarts int64)) {
 	for _, p := range rt.poolList() {
 		p.Each(f)
 	}

@@ -22,7 +22,7 @@ type request struct {
 	link    vmLink  // the VM it runs in
 	st      *stream // its Go-side state, which the VM's messages reach
 	id      uint64  // its stream's id, as the VM knows it
-	direct  int     // its direct slot (the VM's answer waited for on this thread), or -1
+	direct  int     // its direct line (the VM's answer waited for on this thread), or -1
 }
 
 // ServeHTTP takes a request to the VM and writes its answer: a place in
@@ -86,15 +86,15 @@ func (q *request) admit() bool {
 	return true
 }
 
-var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+var headBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // start hands the VM the request's head (alone: requests come one at a
 // time, so its answer may be waited for on this thread); false when it
 // was answered instead (431, or its worker is gone).
 func (q *request) start(alone bool) bool {
 	a := q.app
-	bufp := headPool.Get().(*[]byte)
-	defer headPool.Put(bufp)
+	bufp := headBuffers.Get().(*[]byte)
+	defer headBuffers.Put(bufp)
 	head, ok := encodeHead((*bufp)[:0], q.r, q.headInfo())
 	*bufp = head[:0]
 	if !ok {

@@ -17,8 +17,7 @@ func (rs *responder) respond() {
 	rs.finish(cancel, closeConn)
 }
 
-// relay hands the VM's messages to the client as they come. With a
-// direct slot it first waits for them on its own thread (host's
+// relay hands the VM's messages to the client as they come. // direct line it first waits for them on its own thread (host's
 // direct.go). It returns what the VM is told when it gives up (0, or
 // wire.FlagError / wire.FlagMalformed) and whether an HTTP/1 connection
 // ends after the response.
@@ -143,7 +142,7 @@ func (rs *responder) complete() (closeConn bool) {
 }
 
 // finish lets go of the request once its response is done (cancel and
-// closeConn: what relay returned): its direct slot, its body's pump, the
+// closeConn: what relay returned): its direct line, its body's pump, the
 // VM told to give up, its places, its stream; then a response cut short
 // is cut, or the connection ended.
 func (rs *responder) finish(cancel uint32, closeConn bool) {

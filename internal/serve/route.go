@@ -11,7 +11,7 @@ import (
 )
 
 // What a VM sends about requests reaches the runtime here: this
-// process's, from its dispatcher or a direct slot (router is its
+// process's, from its dispatcher or a direct line (router is its
 // host.Router), and each worker's, from its frame reader (the pools'
 // frontend.Router).
 type router Runtime

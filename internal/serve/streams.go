@@ -13,13 +13,14 @@ import (
 )
 
 // A stream is one request's Go-side state: the messages the VM sent it that
-// its handler has not taken yet. Streams live in slots; a stream id is the
-// slot in its low 32 bits and the slot's use count above, so a message for a
-// request that ended never reaches the next one in the same slot.
+// its handler has not taken yet. Streams live in a table; a stream id is
+// its index there in its low 32 bits and the index's use count above, so a
+// message for a request that ended never reaches the next one at the same
+// index.
 //
 // Two parties hold a stream: the handler goroutine and the VM. Each drops
 // its reference when done (the VM with its FINAL message); the last one
-// frees the slot. A request whose client left thus keeps its slot, and its
+// frees its index. A request whose client left thus keeps its index, and its
 // admission, until Ruby is done with it.
 type stream struct {
 	mu       sync.Mutex
@@ -63,25 +64,25 @@ func newStreams(n int) *streams {
 	return s
 }
 
-// acquire takes a free slot for a new request, or returns nil.
+// acquire takes a free index for a new request, or returns nil.
 func (s *streams) acquire(q *request) *stream {
 	s.mu.Lock()
 	if len(s.free) == 0 {
 		s.mu.Unlock()
 		return nil
 	}
-	slot := s.free[len(s.free)-1]
+	index := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
 	s.mu.Unlock()
 
-	st := s.all[slot].Load()
+	st := s.all[index].Load()
 	if st == nil {
 		st = &stream{notify: make(chan struct{}, 1), bodyNotify: make(chan struct{}, 1)}
-		s.all[slot].Store(st)
+		s.all[index].Store(st)
 	}
 	st.mu.Lock()
 	st.uses++
-	st.id = uint64(st.uses)<<32 | uint64(slot)
+	st.id = uint64(st.uses)<<32 | uint64(index)
 	st.detached = false
 	st.method, st.path = q.r.Method, q.r.URL.Path
 	st.app, st.req, st.vm = q.app, q.r, q.link
@@ -96,11 +97,11 @@ func (s *streams) acquire(q *request) *stream {
 
 // lookup returns the stream an id names, locked, or nil.
 func (s *streams) lookup(id uint64) *stream {
-	slot := uint32(id)
-	if int(slot) >= len(s.all) {
+	index := uint32(id)
+	if int(index) >= len(s.all) {
 		return nil
 	}
-	st := s.all[slot].Load()
+	st := s.all[index].Load()
 	if st == nil {
 		return nil
 	}
@@ -266,7 +267,7 @@ func (s *streams) unref(st *stream) {
 		return
 	}
 	st.mu.Lock()
-	slot := uint32(st.id)
+	index := uint32(st.id)
 	st.id = 0
 	onFree := st.onFree
 	st.onFree = nil
@@ -289,11 +290,11 @@ func (s *streams) unref(st *stream) {
 		onFree()
 	}
 	s.mu.Lock()
-	s.free = append(s.free, slot)
+	s.free = append(s.free, index)
 	s.mu.Unlock()
 }
 
-// inUse is how many slots are taken.
+// inUse is how many indexes are taken.
 func (s *streams) inUse() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

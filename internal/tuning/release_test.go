@@ -28,3 +28,12 @@ func TestReleaseOncePerIdleSpell(t *testing.T) {
 	seen.Add(1)
 	waitFor(t, func() bool { return trims.Load() == 2 })
 }
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not within 10 s")
+		}
+	}
+}

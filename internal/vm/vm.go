@@ -203,32 +203,32 @@ func BuiltABI() string { return C.GoString(C.rv_built_abi()) }
 // (DirectClaim); 0 turns it off.
 func DirectLimit(n int) { C.rv_direct_limit(C.int(n)) }
 
-// DirectClaim reserves a direct slot for a request before it goes to the
-// VM: from then on the VM's messages for it go to the slot, not the inbox.
-// It returns the slot, or -1 when none is free.
+// DirectClaim reserves a direct line for a request before it goes to the
+// VM: from then on the VM's messages for it go to the line, not the inbox.
+// It returns the line, or -1 when none is free.
 func DirectClaim(stream uint64) int { return int(C.rv_direct_claim(C.uint64_t(stream))) }
 
-// DirectWait blocks this thread until the slot holds messages (returned
+// DirectWait blocks this thread until the line holds messages (returned
 // oldest first, linked by Next) or timeout passes (nil). With a timeout
 // of 0 it only yields its core for a moment (RV_DIRECT_SPIN_NS) and never
 // sleeps.
-func DirectWait(slot int, timeout time.Duration) *msg.Msg {
-	return fromC(C.rv_direct_wait(C.int(slot), C.uint64_t(timeout)))
+func DirectWait(line int, timeout time.Duration) *msg.Msg {
+	return fromC(C.rv_direct_wait(C.int(line), C.uint64_t(timeout)))
 }
 
-// DirectRelease gives the slot back: it returns what the slot still holds,
+// DirectRelease gives the line back: it returns what the line still holds,
 // and nil once it is free. Call it until nil.
-func DirectRelease(slot int) *msg.Msg { return fromC(C.rv_direct_release(C.int(slot))) }
+func DirectRelease(line int) *msg.Msg { return fromC(C.rv_direct_release(C.int(line))) }
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too
 // once it gets wire.InRelay.
 func RelayOpen(fd int) { C.rv_relay_open(C.int(fd)) }
 
-// WatchHeld starts the thread that tells the front end when Ruby code
+// StartHeldReporter starts the thread that tells the front end when Ruby code
 // holds the VM thread, and writes what a held VM sent (rv_held.c). It
 // returns 0 or -errno.
-func WatchHeld() int { return int(C.rv_held_watch()) }
+func StartHeldReporter() int { return int(C.rv_held_start()) }
 
 // RelaySend sends the front end a frame, waiting for room if need be.
 func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {

@@ -18,11 +18,11 @@ import (
 
 // pool makes a pool of workers that are only the front end's view of
 // them: no process behind, for the balancing's own tests.
-func pool(n int) (*Pool, []*Worker) {
-	p := &Pool{slots: make([]atomic.Pointer[Worker], n), slotSt: make([]slotState, n)}
-	var ws []*Worker
+func pool(n int) (*Pool, []*Handle) {
+	p := &Pool{slots: make([]atomic.Pointer[Handle], n), slotSt: make([]slotState, n)}
+	var ws []*Handle
 	for i := range n {
-		w := &Worker{pool: p, slot: i}
+		w := &Handle{pool: p, slot: i}
 		p.slots[i].Store(w)
 		ws = append(ws, w)
 	}

@@ -114,8 +114,8 @@ func Run(fd int) int {
 	if text, ok := v.Relay(app, fd, early); !ok {
 		return fail(text)
 	}
-	if e := v.WatchHeld(); e < 0 {
-		return fail("starting the held watch: " + syscall.Errno(-e).Error())
+	if e := v.StartHeldReporter(); e < 0 {
+		return fail("starting the held reporter: " + syscall.Errno(-e).Error())
 	}
 	v.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
 	go rl.reportStats()

@@ -1,4 +1,4 @@
-package tuning
+package host
 
 import (
 	"sync/atomic"
@@ -13,8 +13,8 @@ const quietLook = 250 * time.Millisecond
 // hold detector logs where.
 const DefaultHoldWarn = 100 * time.Millisecond
 
-// A VM is what the hold detector reads and asks of the VM thread.
-type VM interface {
+// A heldVM is what the hold detector reads and asks of the VM thread.
+type heldVM interface {
 	// Held says since when Ruby code has held the VM thread (0: the
 	// loop has it) and since when the thread has been awake (0: asleep),
 	// on Now's clock.
@@ -25,7 +25,7 @@ type VM interface {
 	HoldReport(since uint64)
 }
 
-// Watch is the hold detector: when Ruby code has held the VM thread past
+// detector is the hold detector: when Ruby code has held the VM thread past
 // Warn without giving it back to the event loop, it calls OnHold and has
 // the VM log the request and the Ruby backtrace (rv_hold.c), once per
 // hold. Past Limit, it calls OnLimit (the runtime exits the process, so
@@ -36,16 +36,16 @@ type VM interface {
 // the detector looks every quietLook, not every few milliseconds, so an
 // idle server costs no wakeups to speak of; a hold that begins then is
 // named up to quietLook later.
-type Watch struct {
-	VM      VM
+type detector struct {
+	VM      heldVM
 	Warn    atomic.Int64 // time.Duration; 0: off
 	Limit   atomic.Int64 // time.Duration; 0: never
 	OnHold  func()
 	OnLimit func(since uint64, held time.Duration)
 }
 
-// Run watches; it never returns.
-func (w *Watch) Run() {
+// run looks at the VM thread; it never returns.
+func (w *detector) run() {
 	var reported uint64
 	lastAwake := time.Now()
 	for {

@@ -21,11 +21,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// A Worker is one worker process as the front end sees it: the way to
+// A Handle is the front end's handle of one worker process: the way to
 // the VM its requests run in (the request path's link: Start, Submit,
 // Cancel, Interrupt, Hijacked), and the reader that hands what its VM
 // sends to the Router.
-type Worker struct {
+type Handle struct {
 	pool    *Pool
 	slot    int
 	proc    *os.Process
@@ -40,7 +40,7 @@ type Worker struct {
 
 	gone      atomic.Bool              // it exited: its requests have failed
 	heard     atomic.Int64             // when it last reported (RV_WORKER_STATS), unix ns
-	silent    atomic.Bool              // it has not reported for a while (pool.watch)
+	silent    atomic.Bool              // it has not reported for a while (Pool.check)
 	timedOut  atomic.Bool              // it was killed for not reporting: its requests get 504
 	heldSince atomic.Int64             // when Ruby code took its VM thread (RV_WORKER_HELD), unix ns; 0: not held
 	retiring  atomic.Bool              // it takes no new request, and stops once its requests end
@@ -61,20 +61,20 @@ type Worker struct {
 type bootResult struct{ err error }
 
 // Slot is the worker's place in its pool, which a replacement takes.
-func (w *Worker) Slot() int { return w.slot }
+func (w *Handle) Slot() int { return w.slot }
 
 // Stats is what the worker last reported, or nil.
-func (w *Worker) Stats() *stats.VM { return w.stats.Load() }
+func (w *Handle) Stats() *stats.VM { return w.stats.Load() }
 
 // InFlight is how many requests the worker runs.
-func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+func (w *Handle) InFlight() int64 { return w.inflight.Load() }
 
 // Held says whether Ruby code holds the worker's VM thread (it said so).
-func (w *Worker) Held() bool { return w.heldSince.Load() != 0 }
+func (w *Handle) Held() bool { return w.heldSince.Load() != 0 }
 
 // Start hands the worker a new request (app: the app it runs); false when
 // the worker is gone and the request never reached it.
-func (w *Worker) Start(stream, app uint64, head []byte) bool {
+func (w *Handle) Start(stream, app uint64, head []byte) bool {
 	w.mu.Lock()
 	if w.gone.Load() { // read under mu: fail sweeps what was added before
 		w.mu.Unlock()
@@ -90,32 +90,32 @@ func (w *Worker) Start(stream, app uint64, head []byte) bool {
 }
 
 // Submit sends the worker's VM a message for a request.
-func (w *Worker) Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
+func (w *Handle) Submit(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {
 	w.out.send(kind, stream, flags, aux, payload)
 }
 
 // Cancel tells the worker's VM that Go is done with a request.
-func (w *Worker) Cancel(stream uint64, flags uint32) {
+func (w *Handle) Cancel(stream uint64, flags uint32) {
 	w.out.send(wire.InCancel, stream, flags, 0, nil)
 }
 
 // Interrupt goes on the socket, in order with the request's other
 // frames, and on the urgent socket, which reaches a VM thread that Ruby code
 // holds: the first to find the request raises, once (rv_interrupt.c).
-func (w *Worker) Interrupt(stream uint64, reason uint32) {
+func (w *Handle) Interrupt(stream uint64, reason uint32) {
 	w.out.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 	w.urgent.send(wire.InInterrupt, stream, 0, uint64(reason), nil)
 }
 
 // Hijacked sends the worker a hijacked connection: the descriptor
 // crosses with its frame (SCM_RIGHTS) and is closed here.
-func (w *Worker) Hijacked(stream uint64, fd int, flags uint32) {
+func (w *Handle) Hijacked(stream uint64, fd int, flags uint32) {
 	w.out.addFile(wire.Frame{Kind: wire.InHijacked, Stream: stream, Flags: flags}, nil, fd)
 	w.out.flush()
 }
 
 // finished says the worker's VM is done with stream.
-func (w *Worker) finished(stream uint64) {
+func (w *Handle) finished(stream uint64) {
 	w.mu.Lock()
 	_, ok := w.streams[stream]
 	delete(w.streams, stream)
@@ -132,7 +132,7 @@ func (w *Worker) finished(stream uint64) {
 // and has it replaced once past the pool's maxRSS (overRSS): a request's
 // end is when an app that leaks has grown, so a leak is caught within
 // about what rssEvery of requests adds.
-func (w *Worker) checkRSS() {
+func (w *Handle) checkRSS() {
 	now := time.Now().UnixNano()
 	if now-w.rssAt.Load() < int64(rssEvery) || w.retiring.Load() || !w.rssMu.TryLock() {
 		return
@@ -166,7 +166,7 @@ func (w *Worker) checkRSS() {
 
 // retire takes the worker out of the rotation; it stops once its
 // requests have ended.
-func (w *Worker) retire() {
+func (w *Handle) retire() {
 	w.retiring.Store(true)
 	if w.inflight.Load() == 0 {
 		w.stop()
@@ -174,7 +174,7 @@ func (w *Worker) retire() {
 }
 
 // stop tells the worker to stop (RV_IN_STOP), once.
-func (w *Worker) stop() {
+func (w *Handle) stop() {
 	if !w.stopping.CompareAndSwap(false, true) {
 		return
 	}
@@ -197,7 +197,7 @@ func (w *Worker) stop() {
 }
 
 // read hands what the worker sends to the streams until its socket ends.
-func (w *Worker) read() {
+func (w *Handle) read() {
 	defer close(w.readDone)
 	fr := newFrameReader(w.conn)
 	defer fr.closeFDs()
@@ -274,7 +274,7 @@ func frameBuffered(in *bufio.Reader) bool {
 }
 
 // control takes a frame of the worker's own kinds.
-func (w *Worker) control(f wire.Frame, p []byte) {
+func (w *Handle) control(f wire.Frame, p []byte) {
 	switch f.Kind {
 	case wire.WorkerReady:
 		var r bootResult
@@ -302,7 +302,7 @@ func (w *Worker) control(f wire.Frame, p []byte) {
 
 // supervise waits for the worker's process to end, fails the requests it
 // still ran, and tells the pool.
-func (w *Worker) supervise() {
+func (w *Handle) supervise() {
 	p := w.pool
 	defer p.live.Done()
 	state, waitErr := w.proc.Wait()
@@ -366,7 +366,7 @@ func (w *Worker) supervise() {
 // ended them had it failed: status (502, or 504 for a worker killed for
 // not reporting) when nothing was sent yet, else a cut. The worker's
 // reader is done: nothing of it comes after.
-func (w *Worker) fail(status int) int {
+func (w *Handle) fail(status int) int {
 	w.gone.Store(true)
 	w.mu.Lock()
 	ids := w.streams

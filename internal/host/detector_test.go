@@ -1,4 +1,4 @@
-package tuning
+package host
 
 import (
 	"sync"
@@ -7,26 +7,26 @@ import (
 	"time"
 )
 
-// heldVM is a VM whose thread a test holds and lets go: Held reads the
+// testVM is a VM whose thread a test holds and lets go: Held reads the
 // hold's start on the real clock.
-type heldVM struct {
+type testVM struct {
 	mu      sync.Mutex
 	since   uint64
 	reports []uint64
 }
 
-func (v *heldVM) Held() (uint64, uint64) {
+func (v *testVM) Held() (uint64, uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.since, v.since
 }
-func (v *heldVM) Now() uint64 { return uint64(time.Now().UnixNano()) }
-func (v *heldVM) HoldReport(since uint64) {
+func (v *testVM) Now() uint64 { return uint64(time.Now().UnixNano()) }
+func (v *testVM) HoldReport(since uint64) {
 	v.mu.Lock()
 	v.reports = append(v.reports, since)
 	v.mu.Unlock()
 }
-func (v *heldVM) hold(on bool) {
+func (v *testVM) hold(on bool) {
 	v.mu.Lock()
 	v.since = 0
 	if on {
@@ -34,7 +34,7 @@ func (v *heldVM) hold(on bool) {
 	}
 	v.mu.Unlock()
 }
-func (v *heldVM) reported() []uint64 {
+func (v *testVM) reported() []uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return append([]uint64(nil), v.reports...)
@@ -43,12 +43,12 @@ func (v *heldVM) reported() []uint64 {
 // A hold past the warning is reported once, however long it lasts, and
 // the next hold again; one shorter than the warning never; past the
 // limit, OnLimit is called.
-func TestWatchReportsEachHoldOnce(t *testing.T) {
-	v := &heldVM{}
+func TestDetectorReportsEachHoldOnce(t *testing.T) {
+	v := &testVM{}
 	var holds, limits atomic.Int64
-	w := &Watch{VM: v, OnHold: func() { holds.Add(1) }, OnLimit: func(uint64, time.Duration) { limits.Add(1) }}
+	w := &detector{VM: v, OnHold: func() { holds.Add(1) }, OnLimit: func(uint64, time.Duration) { limits.Add(1) }}
 	w.Warn.Store(int64(50 * time.Millisecond))
-	go w.Run()
+	go w.run()
 
 	v.hold(true) // short: let go before the warning
 	time.Sleep(10 * time.Millisecond)

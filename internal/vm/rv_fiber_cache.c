@@ -1,5 +1,5 @@
 /*
- * rv_fiber_pool.c: request fibers that finished are kept to run the next
+ * rv_fiber_cache.c: request fibers that finished are kept to run the next
  * request, as Puma keeps its threads: making a Fiber per request (its Proc,
  * its stack from Ruby's pool, its release at GC) made the VM thread's time
  * per no-op request 12.5 µs instead of 8.6, and RSS 17 MiB larger.
@@ -20,7 +20,7 @@ static VALUE idle; /* Array of parked fibers, used as a stack */
 static ID id_keys, id_storage;
 static int has_storage;
 
-void rv_fiber_pool_init(void)
+void rv_fiber_cache_init(void)
 {
     idle = rb_ary_new_capa(IDLE_MAX);
     rb_gc_register_mark_object(idle);
@@ -57,7 +57,7 @@ static VALUE clear_locals(VALUE unused)
 }
 
 /* Called by a request fiber whose request is over: parks it and returns the
- * slot of the next request it is to serve, or returns nil when the fiber is
+ * index of the next request it is to serve, or returns nil when the fiber is
  * not kept (it should then end). */
 VALUE rv_fiber_park(void)
 {
@@ -77,9 +77,9 @@ VALUE rv_fiber_park(void)
         st_delete(L->pending, &key, NULL); /* meant for the request that ended */
     }
     rb_ary_push(idle, fiber);
-    VALUE slot = rb_fiber_transfer(L->root_fiber, 0, NULL);
-    if (!FIXNUM_P(slot) || (uint32_t)FIX2INT(slot) >= L->nstreams || !L->streams[FIX2INT(slot)] ||
-        L->streams[FIX2INT(slot)]->fiber != fiber)
+    VALUE index = rb_fiber_transfer(L->root_fiber, 0, NULL);
+    if (!FIXNUM_P(index) || (uint32_t)FIX2INT(index) >= L->nstreams || !L->streams[FIX2INT(index)] ||
+        L->streams[FIX2INT(index)]->fiber != fiber)
         return Qnil;
-    return slot;
+    return index;
 }
