@@ -218,3 +218,36 @@ func (c *endless) Read(p []byte) (int, error) {
 	c.data = c.data[n:]
 	return n, nil
 }
+
+// readerFrom is a connection with its own ReadFrom (as *net.TCPConn).
+type readerFrom struct {
+	scripted
+	called bool
+}
+
+func (c *readerFrom) ReadFrom(r io.Reader) (int64, error) {
+	c.called = true
+	return io.Copy(&c.written, r)
+}
+
+// A guarded connection passes ReadFrom on, over TLS too: Go's server sends
+// files with sendfile(2) only through connections that have it all the
+// way down.
+func TestGuardPassesReadFrom(t *testing.T) {
+	for _, inner := range []net.Conn{&readerFrom{}, &tlsScripted{}} {
+		c, _ := NewListener(&oneConn{inner}, Config{}).Accept()
+		rf, ok := c.(io.ReaderFrom)
+		if !ok {
+			t.Fatalf("%T: the guarded connection has no ReadFrom", inner)
+		}
+		if n, err := rf.ReadFrom(strings.NewReader("body")); n != 4 || err != nil {
+			t.Fatalf("%T: ReadFrom: %d, %v", inner, n, err)
+		}
+	}
+	inner := &readerFrom{}
+	c, _ := NewListener(&oneConn{inner}, Config{}).Accept()
+	c.(io.ReaderFrom).ReadFrom(strings.NewReader("body"))
+	if !inner.called || inner.written.String() != "body" {
+		t.Fatalf("the connection's own ReadFrom was not used: %v, %q", inner.called, inner.written.String())
+	}
+}
