@@ -74,7 +74,7 @@ stress-short: ruvoy
 # each other), and the end-to-end differential fuzzer against the binary (`go run
 # ./fuzz -d 10m` for a long one; docs/protocols.md).
 fuzz-short: ruvoy
-	$(GO) test ./caddy -run '^$$' -fuzz FuzzGuard -fuzztime 50000x
+	$(GO) test ./internal/h1guard -run '^$$' -fuzz FuzzGuard -fuzztime 50000x
 	$(GO) test ./internal/vm -run '^$$' -fuzz FuzzRequestHeadReaders -fuzztime 50000x
 	$(GO) run ./fuzz -d 20s -bin ./ruvoy
 
