@@ -61,8 +61,13 @@ func (h *Handler) readKey(d *caddyfile.Dispenser, given settings.Values) error {
 	if s == nil {
 		return d.Errf("unknown ruvoy option %q", d.Val())
 	}
-	if s.Read.Block {
-		return map[string]func(*caddyfile.Dispenser) error{"context": h.parseContext, "upstream": h.parseUpstream}[key](d)
+	switch {
+	case key == "context":
+		return h.parseContext(d)
+	case key == "upstream":
+		return h.parseUpstream(d)
+	case s.Read.Block:
+		return d.Errf("ruvoy option %q: its block has no reader", key) // a table entry without its parse below
 	}
 	args := d.RemainingArgs()
 	if s.Read.Switch != (len(args) == 0) || (len(args) > 1 && !s.Read.Adds) {
