@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/ruvoy/ruvoy/internal/serve"
+	"github.com/ruvoy/ruvoy/internal/settings"
 )
 
 func init() {
@@ -31,11 +32,24 @@ func init() {
 //	}}}}
 type Upstreams struct {
 	Upstreams map[string]json.RawMessage `json:"upstreams,omitempty"`
-	// Clusters is what Upstreams was called before, still read (and
-	// warned of).
-	Clusters map[string]json.RawMessage `json:"clusters,omitempty"`
 
 	handlers map[string]*reverseproxy.Handler
+	renamed  []string // warnings of former names the JSON used, for Provision to log
+}
+
+// UnmarshalJSON reads the app's JSON strictly, once what it gives under a
+// former name (settings.Renames) is moved to the new one.
+func (c *Upstreams) UnmarshalJSON(b []byte) error {
+	b, renamed, err := settings.RenameJSON(settings.InAppJSON, b)
+	if err != nil {
+		return err
+	}
+	type fields Upstreams // the same, without this method
+	if err := caddy.StrictUnmarshalJSON(b, (*fields)(c)); err != nil {
+		return err
+	}
+	c.renamed = renamed
+	return nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -49,20 +63,18 @@ func (Upstreams) CaddyModule() caddy.ModuleInfo {
 // Provision loads every upstream's reverse proxy.
 func (c *Upstreams) Provision(ctx caddy.Context) error {
 	c.handlers = map[string]*reverseproxy.Handler{}
-	if len(c.Clusters) > 0 {
-		ctx.Logger().Warn(`ruvoy: the "ruvoy" app's "clusters" is deprecated: it is now "upstreams" (ruvoy_upstream in a Caddyfile)`)
+	for _, w := range c.renamed {
+		ctx.Logger().Warn("ruvoy: " + w)
 	}
-	for _, set := range []map[string]json.RawMessage{c.Clusters, c.Upstreams} {
-		for name, raw := range set {
-			if name == "" || strings.ContainsAny(name, ", ") {
-				return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
-			}
-			mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
-			if err != nil {
-				return fmt.Errorf("ruvoy: upstream %s: %w", name, err)
-			}
-			c.handlers[name] = mod.(*reverseproxy.Handler)
+	for name, raw := range c.Upstreams {
+		if name == "" || strings.ContainsAny(name, ", ") {
+			return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
 		}
+		mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+		if err != nil {
+			return fmt.Errorf("ruvoy: upstream %s: %w", name, err)
+		}
+		c.handlers[name] = mod.(*reverseproxy.Handler)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func main() {
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
 		case "help": // Caddy's own help names caddy, not ruvoy's options
-			fmt.Print(usage)
+			fmt.Print(usage())
 			fmt.Print("\nCaddy's commands: ruvoy help COMMAND (e.g. ruvoy help run).\n")
 			return
 		case "version":
@@ -79,7 +79,7 @@ func versionLine() string {
 func serveApp(args []string) int {
 	opts, err := parseOptions(args, os.Getenv)
 	if errors.Is(err, errHelp) {
-		fmt.Print(usage)
+		fmt.Print(usage())
 		return 0
 	}
 	if err != nil {
@@ -120,7 +120,7 @@ func serveApp(args []string) int {
 		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		return 1
 	}
-	os.Setenv("RACK_ENV", opts.environment)
+	os.Setenv("RACK_ENV", opts.handler.Environment)
 	// The server serves the app and --static's files, both of which the
 	// runtime sees: Go's processors may follow their load (procs.go).
 	rt := serve.Start(serve.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: true})
@@ -154,8 +154,8 @@ func serveApp(args []string) int {
 	}
 	caddyVersion, _ := caddy.Version()
 	con.serving(banner{version: lib.Version, ruby: host.RubyVersion(), caddy: caddyVersion,
-		rackup: opts.rackupArg, url: opts.url(), environment: opts.environment, pid: os.Getpid(),
-		workers: opts.workers, preload: opts.preload, listeners: listeners})
+		rackup: opts.rackupArg, url: opts.url(), environment: opts.handler.Environment, pid: os.Getpid(),
+		workers: opts.handler.Workers, preload: opts.handler.Preload, listeners: listeners})
 	reloadOnSignal(cfg, rt)
 	return 0 // not reached: signals end the process (caddy.TrapSignals)
 }
