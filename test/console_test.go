@@ -271,9 +271,8 @@ func TestCoreConsoleAsJSON(t *testing.T) {
 
 // -a localhost binds 127.0.0.1 and ::1, as Puma's -b tcp://localhost does.
 func TestCoreConsoleLocalhostAsPuma(t *testing.T) {
-	if _, err := exec.LookPath("puma"); err != nil {
-		t.Skip("no puma")
-	}
+	_, err := exec.LookPath("puma")
+	need(t, err == nil, "puma")
 	reachable := func(port string) []string {
 		var ok []string
 		for _, host := range []string{"127.0.0.1", "::1"} {
