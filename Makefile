@@ -52,11 +52,11 @@ check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	EXTRA_CFLAGS=-Werror $(GO) vet ./...
 
-# The unit tests; the request path's also against a stand-in VM in Go
-# (-tags standin: the root package built without internal/vm).
+# The unit tests; the host's and the request path's also against a
+# stand-in VM in Go (-tags standin: built without internal/vm).
 unit:
-	$(GO) test -race -count=1 . ./internal/... ./caddy ./cmd/...
-	$(GO) test -race -count=1 -tags standin .
+	$(GO) test -race -count=1 ./internal/... ./lib/... ./caddy ./cmd/...
+	$(GO) test -race -count=1 -tags standin ./internal/host ./internal/serve ./internal/cluster/worker
 
 e2e: ruvoy-race
 	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/...
@@ -74,7 +74,7 @@ stress-short: ruvoy
 # each other), and the end-to-end differential fuzzer against the binary (`go run
 # ./fuzz -d 10m` for a long one; docs/protocols.md).
 fuzz-short: ruvoy
-	$(GO) test ./caddy -run '^$$' -fuzz FuzzGuard -fuzztime 50000x
+	$(GO) test ./internal/h1guard -run '^$$' -fuzz FuzzGuard -fuzztime 50000x
 	$(GO) test ./internal/vm -run '^$$' -fuzz FuzzRequestHeadReaders -fuzztime 50000x
 	$(GO) run ./fuzz -d 20s -bin ./ruvoy
 

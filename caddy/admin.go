@@ -7,7 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 func init() {
@@ -52,7 +52,7 @@ func readyProbe(w http.ResponseWriter, r *http.Request) error {
 }
 
 func healthProbe(w http.ResponseWriter, r *http.Request) error {
-	if ruvoy.Current() == nil {
+	if serve.Current() == nil {
 		fmt.Fprintln(w, "ok (no VM yet)")
 		return nil
 	}

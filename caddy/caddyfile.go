@@ -2,8 +2,6 @@ package ruvoycaddy
 
 import (
 	"encoding/json"
-	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -12,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/dustin/go-humanize"
+
+	"github.com/ruvoy/ruvoy/internal/settings"
 )
 
 func init() {
@@ -26,27 +26,13 @@ func init() {
 // the block.
 //
 //	ruvoy [<matcher>] [<rackup>] {
-//	    environment   <name>
-//	    workers         <n>|auto
-//	    worker_max_rss_bytes <size>
-//	    worker_timeout  <duration>
-//	    preload
-//	    max_requests    <n>
-//	    max_requests_per_connection <n>
-//	    max_requests_per_client <n>
-//	    queue_timeout   <duration>
-//	    request_timeout <duration>
-//	    hold_warn       <duration>
-//	    vm_hold_limit   <duration>
-//	    max_inflight_body_bytes <size>
-//	    max_body_bytes  <size>
-//	    request_window  <size>
-//	    response_window <size>
-//	    sendfile_dirs   <dir...>
-//	    early_hints_http1
+//	    <key> <value...>
 //	    context  { ... }
 //	    upstream { ... }
 //	}
+//
+// A key is a handler setting's JSON field (settings.Table), its value as
+// the setting's reader takes it; docs/configuration.md lists them.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
@@ -55,132 +41,69 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	given := settings.Values{}
 	for d.NextBlock(0) {
-		switch d.Val() {
-		case "rackup":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Rackup = d.Val()
-		case "environment":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Environment = d.Val()
-		case "sendfile_dirs":
-			h.SendfileDirs = append(h.SendfileDirs, d.RemainingArgs()...)
-			if len(h.SendfileDirs) == 0 {
-				return d.ArgErr()
-			}
-			continue
-		case "preload":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Preload = true
-		case "early_hints_http1":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.EarlyHintsHTTP1 = true
-		case "context":
-			if err := h.parseContext(d); err != nil {
-				return err
-			}
-			continue
-		case "upstream":
-			if err := h.parseUpstream(d); err != nil {
-				return err
-			}
-			continue
-		case "workers":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if d.Val() == "auto" {
-				n, err = runtime.NumCPU(), nil
-			}
-			if err != nil || n < 0 || n > 256 {
-				return d.Errf("workers: want a number from 0 to 256, or auto, got %q", d.Val())
-			}
-			h.Workers = n
-		case "max_requests", "max_requests_per_connection", "max_requests_per_client":
-			option := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n <= 0 {
-				return d.Errf("%s: want a positive integer, got %q", option, d.Val())
-			}
-			switch option {
-			case "max_requests":
-				h.MaxRequests = n
-			case "max_requests_per_connection":
-				h.MaxRequestsPerConn = n
-			default:
-				h.MaxRequestsPerClient = n
-			}
-		case "queue_timeout", "hold_warn", "stall_warn", "request_timeout", "vm_hold_limit", "worker_timeout":
-			option := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("%s: %v", option, err)
-			}
-			switch option {
-			case "queue_timeout":
-				h.QueueTimeout = caddy.Duration(dur)
-			case "request_timeout":
-				h.RequestTimeout = caddy.Duration(dur)
-			case "vm_hold_limit":
-				v := caddy.Duration(dur)
-				h.VMHoldLimit = &v
-			case "worker_timeout":
-				h.WorkerTimeout = caddy.Duration(dur)
-			default:
-				v := caddy.Duration(dur)
-				if option == "stall_warn" { // its former name, warned of at Provision
-					h.StallWarn = &v
-				} else {
-					h.HoldWarn = &v
-				}
-			}
-		case "max_body_size", "max_inflight_body_size":
-			// One name per setting, as in the JSON config and the flags.
-			return d.Errf("%s is now called %s_bytes", d.Val(), strings.TrimSuffix(d.Val(), "_size"))
-		case "max_body_bytes", "request_window", "response_window", "max_inflight_body_bytes", "worker_max_rss_bytes":
-			option := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := humanize.ParseBytes(d.Val())
-			if err != nil {
-				return d.Errf("%s: %v", option, err)
-			}
-			switch option {
-			case "max_body_bytes":
-				h.MaxBodyBytes = int64(n)
-			case "request_window":
-				h.RequestWindow = int64(n)
-			case "max_inflight_body_bytes":
-				h.MaxInflightBodyBytes = int64(n)
-			case "worker_max_rss_bytes":
-				h.WorkerMaxRSSBytes = int64(n)
-			default:
-				h.ResponseWindow = int64(n)
-			}
-		default:
-			return d.Errf("unknown ruvoy option %q", d.Val())
-		}
-		if d.NextArg() {
-			return d.ArgErr()
+		if err := h.readKey(d, given); err != nil {
+			return err
 		}
 	}
+	return given.Decode(h)
+}
+
+// readKey reads a line of the directive's block into given, or a block of
+// its own (context, upstream) into h.
+func (h *Handler) readKey(d *caddyfile.Dispenser, given settings.Values) error {
+	key, err := renamedKey(d, "")
+	if err != nil {
+		return err
+	}
+	s := settings.ByJSON(key)
+	if s == nil {
+		return d.Errf("unknown ruvoy option %q", d.Val())
+	}
+	switch {
+	case key == "context":
+		return h.parseContext(d)
+	case key == "upstream":
+		return h.parseUpstream(d)
+	case s.Read.Block:
+		return d.Errf("ruvoy option %q: its block has no reader", key) // a table entry without its parse below
+	}
+	args := d.RemainingArgs()
+	if s.Read.Switch != (len(args) == 0) || (len(args) > 1 && !s.Read.Adds) {
+		return d.ArgErr()
+	}
+	if s.Read.Switch {
+		args = []string{""}
+	}
+	for _, arg := range args {
+		v, err := s.ReadCaddyfile(arg)
+		if err != nil {
+			return d.WrapErr(err)
+		}
+		given.Add(s, v)
+	}
 	return nil
+}
+
+// renamedKey is the key at d, or the name it has now when it is a former
+// one (settings.Renames), which is warned of, or refused with its new
+// name; block is the block it is in ("upstream"), or "".
+func renamedKey(d *caddyfile.Dispenser, block string) (string, error) {
+	key := d.Val()
+	path := key
+	if block != "" {
+		path = block + "." + key
+	}
+	r, ok := settings.Renamed(settings.InCaddyfile, path)
+	switch {
+	case !ok:
+		return key, nil
+	case r.Refused:
+		return "", d.Err(r.Message())
+	}
+	caddy.Log().Warn("ruvoy: " + r.Message())
+	return strings.TrimPrefix(r.New, block+"."), nil
 }
 
 // parseContext reads:
@@ -228,17 +151,17 @@ func (h *Handler) parseContext(d *caddyfile.Dispenser) error {
 //	    timeout            <duration>
 //	    max_response_bytes <size>
 //	}
-//
-// (clusters: what upstreams was called before, still read.)
 func (h *Handler) parseUpstream(d *caddyfile.Dispenser) error {
 	u := &UpstreamConfig{}
 	h.Upstream = u
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
+		key, err := renamedKey(d, "upstream")
+		if err != nil {
+			return err
+		}
+		switch key {
 		case "upstreams":
 			u.Upstreams = append(u.Upstreams, d.RemainingArgs()...)
-		case "clusters":
-			u.Clusters = append(u.Clusters, d.RemainingArgs()...) // warned of at Provision
 		case "timeout":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -248,8 +171,6 @@ func (h *Handler) parseUpstream(d *caddyfile.Dispenser) error {
 				return d.Errf("timeout: %v", err)
 			}
 			u.TimeoutMS = int(dur.Milliseconds())
-		case "max_response_size":
-			return d.Errf("max_response_size is now called max_response_bytes")
 		case "max_response_bytes":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -277,7 +198,11 @@ var _ caddyfile.Unmarshaler = (*Handler)(nil)
 func init() {
 	httpcaddyfile.RegisterGlobalOption("ruvoy_upstream", parseUpstreamOption)
 	// What ruvoy_upstream was called before: the same, warned of.
-	httpcaddyfile.RegisterGlobalOption("ruvoy_cluster", parseUpstreamOption)
+	for _, r := range settings.RenamedIn(settings.InCaddyfileOption) {
+		if r.New == "ruvoy_upstream" {
+			httpcaddyfile.RegisterGlobalOption(r.Old, parseUpstreamOption)
+		}
+	}
 }
 
 // parseUpstreamOption reads an upstream an app may call, as a global
@@ -296,8 +221,8 @@ func parseUpstreamOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		}
 	}
 	d.Next() // the option name
-	if d.Val() == "ruvoy_cluster" {
-		caddy.Log().Warn("ruvoy: the Caddyfile option ruvoy_cluster is deprecated: it is now ruvoy_upstream")
+	if r, ok := settings.Renamed(settings.InCaddyfileOption, d.Val()); ok {
+		caddy.Log().Warn("ruvoy: " + r.Message())
 	}
 	if !d.NextArg() {
 		return nil, d.ArgErr()

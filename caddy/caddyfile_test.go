@@ -1,11 +1,19 @@
 package ruvoycaddy
 
 import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/ruvoy/ruvoy/internal/settings"
 )
 
 // The Caddyfile names each setting as the JSON config does; the earlier
@@ -104,6 +112,95 @@ func TestCaddyfilePlaces(t *testing.T) {
 	for _, bad := range []string{"max_requests_per_client", "max_requests_per_client 0", "max_requests_per_client x"} {
 		if err := (&Handler{}).UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy config.ru {\n" + bad + "\n}")); err == nil {
 			t.Errorf("%q was accepted", bad)
+		}
+	}
+}
+
+// caddyfileExamples are an argument of each syntax the table's readers
+// take in the Caddyfile.
+var caddyfileExamples = map[string]string{
+	"<name>": "production", "<path>": "app.ru", "<n>": "2", "<n>|auto": "auto", "<duration>": "2s",
+	"<size>": "1MiB", "<dir...>": "/srv/a /srv/b",
+}
+
+// Every handler setting of the table is a key of the directive, which sets
+// the JSON field of its name.
+func TestCaddyfileReadsEverySetting(t *testing.T) {
+	for _, s := range settings.Table {
+		if s.JSON == "" {
+			continue
+		}
+		line := s.JSON + " " + caddyfileExamples[s.Read.Syntax]
+		if s.Read.Block {
+			line = s.JSON + " {\n}"
+		}
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("ruvoy {\n" + line + "\n}")); err != nil {
+			t.Errorf("%q: %v", line, err)
+			continue
+		}
+		raw, _ := json.Marshal(&h)
+		var fields map[string]json.RawMessage
+		json.Unmarshal(raw, &fields)
+		if fields[s.JSON] == nil {
+			t.Errorf("%q sets no %s: %s", line, s.JSON, raw)
+		}
+	}
+}
+
+// Former names still work, each with a warning (the Caddyfile's as it is
+// adapted, the JSON's as the handler is provisioned).
+func TestRenames(t *testing.T) {
+	var h Handler
+	d := caddyfile.NewTestDispenser("ruvoy config.ru {\nstall_warn 300ms\nupstream {\nupstreams a\nclusters b\n}\n}")
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if h.HoldWarn == nil || *h.HoldWarn != caddy.Duration(300*time.Millisecond) || !reflect.DeepEqual(h.Upstream.Upstreams, []string{"a", "b"}) {
+		t.Errorf("Caddyfile: hold_warn %v, upstreams %v", h.HoldWarn, h.Upstream.Upstreams)
+	}
+
+	h = Handler{}
+	err := caddy.StrictUnmarshalJSON([]byte(`{"stall_warn": "1s", "upstream": {"clusters": ["b"], "upstreams": ["a"]}}`), &h)
+	if err != nil || h.HoldWarn == nil || *h.HoldWarn != caddy.Duration(time.Second) || !reflect.DeepEqual(h.Upstream.Upstreams, []string{"a", "b"}) {
+		t.Fatalf("JSON: %v, %+v", err, h)
+	}
+	want := []string{`the handler's "stall_warn" is deprecated: it is now "hold_warn"`,
+		`the handler's "upstream.clusters" is deprecated: it is now "upstream.upstreams"`}
+	if !reflect.DeepEqual(h.renamed, want) {
+		t.Errorf("JSON warnings %q", h.renamed)
+	}
+	if err := caddy.StrictUnmarshalJSON([]byte(`{"stall_warm": "1s"}`), &Handler{}); err == nil {
+		t.Error("an unknown key was taken")
+	}
+
+	var app Upstreams
+	if err := caddy.StrictUnmarshalJSON([]byte(`{"clusters": {"a": {}}}`), &app); err != nil || app.Upstreams["a"] == nil || len(app.renamed) != 1 {
+		t.Errorf("the app's clusters: %v, %+v", err, app)
+	}
+}
+
+// docs/configuration.md lists every handler setting: in the JSON table,
+// and in the Caddyfile block with its syntax.
+func TestEverySettingIsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := string(b)
+	for _, s := range settings.Table {
+		if s.JSON == "" {
+			continue
+		}
+		if !strings.Contains(docs, "| `"+s.JSON+"` |") {
+			t.Errorf("docs/configuration.md: the handler's table lacks %s", s.JSON)
+		}
+		syntax := regexp.QuoteMeta(s.Read.Syntax)
+		if s.Read.Block {
+			syntax = `\{`
+		}
+		if !regexp.MustCompile(`(?m)^\t` + s.JSON + ` *` + syntax + `$`).MatchString(docs) {
+			t.Errorf("docs/configuration.md: the Caddyfile block lacks %q", s.JSON+" "+s.Read.Syntax)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 func init() {
@@ -79,7 +79,7 @@ func (Health) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 // a server whose Caddy shutdown_delay runs (http.shutting_down) counts as
 // draining too.
 func ready(r *http.Request) (bool, string) {
-	if rt := ruvoy.Current(); rt == nil || !rt.Serving() {
+	if rt := serve.Current(); rt == nil || !rt.Serving() {
 		return false, "not ready: no app has booted, or no worker serves"
 	}
 	if caddy.Exiting() {
@@ -96,7 +96,7 @@ func ready(r *http.Request) (bool, string) {
 // heldFor is how long Ruby code has held the VM thread without yielding
 // (0: none, or no VM yet).
 func heldFor() time.Duration {
-	if rt := ruvoy.Current(); rt != nil {
+	if rt := serve.Current(); rt != nil {
 		return rt.Stats().HeldFor
 	}
 	return 0

@@ -22,7 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/metrics"
+	"github.com/ruvoy/ruvoy/internal/serve"
+	"github.com/ruvoy/ruvoy/internal/settings"
 )
 
 func init() {
@@ -35,6 +37,10 @@ func init() {
 //
 // The VM is one per process: the first handler provisioned boots it, and a
 // config reload builds the app again in the same VM (see docs).
+//
+// Each field a user sets is a setting of internal/settings' table, which
+// makes its Caddyfile key (the same name), and its flag where it has one;
+// a name it had before is read through settings.Renames.
 type Handler struct {
 	// Rackup is the path to the app's config.ru (default: ./config.ru).
 	Rackup string `json:"rackup,omitempty"`
@@ -71,9 +77,6 @@ type Handler struct {
 	// warning names the request and its backtrace (default 100ms; 0: off).
 	// The VM is one per process: the last config loaded sets it.
 	HoldWarn *caddy.Duration `json:"hold_warn,omitempty"`
-	// StallWarn is what HoldWarn was called before, still read (and
-	// warned of).
-	StallWarn *caddy.Duration `json:"stall_warn,omitempty"`
 	// VMHoldLimit is how long Ruby code may hold the VM thread before the
 	// process exits (status 4), so that a supervisor starts a fresh one
 	// (default 0: never). Process-wide, like HoldWarn.
@@ -117,7 +120,24 @@ type Handler struct {
 	// Upstream gives the app env["ruvoy.upstream"] (off when absent).
 	Upstream *UpstreamConfig `json:"upstream,omitempty"`
 
-	app *ruvoy.App
+	app     *serve.App
+	renamed []string // warnings of former names the JSON used, for Provision to log
+}
+
+// UnmarshalJSON reads the handler's JSON strictly, as Caddy reads a
+// module's, once what it gives under a former name (settings.Renames) is
+// moved to the new one.
+func (h *Handler) UnmarshalJSON(b []byte) error {
+	b, renamed, err := settings.RenameJSON(settings.InHandlerJSON, b)
+	if err != nil {
+		return err
+	}
+	type fields Handler // the same, without this method
+	if err := caddy.StrictUnmarshalJSON(b, (*fields)(h)); err != nil {
+		return err
+	}
+	h.renamed = renamed
+	return nil
 }
 
 // ContextConfig configures env["ruvoy.context"].
@@ -138,9 +158,6 @@ type ContextConfig struct {
 type UpstreamConfig struct {
 	// Upstreams the app may call; they are defined in the "ruvoy" app.
 	Upstreams []string `json:"upstreams,omitempty"`
-	// Clusters is what Upstreams was called before, still read (and
-	// warned of).
-	Clusters []string `json:"clusters,omitempty"`
 	// TimeoutMS bounds every call (default 15000); a call's own timeout
 	// may be shorter.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
@@ -184,24 +201,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("ruvoy: no rackup at %s", rackup)
 	}
 	hookServer(ctx)
-	rt, err := ruvoy.Start(ruvoy.Options{Logger: ctx.Logger()})
-	if err != nil {
-		return fmt.Errorf("ruvoy: starting Ruby: %w", err)
-	}
+	rt := serve.Start(serve.Options{Logger: ctx.Logger()})
 	rt.SetLogger(ctx.Logger())
-	if h.StallWarn != nil {
-		ctx.Logger().Warn(`ruvoy: the handler's "stall_warn" is deprecated: it is now "hold_warn"`)
-		if h.HoldWarn == nil {
-			h.HoldWarn = h.StallWarn
-		}
+	for _, w := range h.renamed {
+		ctx.Logger().Warn("ruvoy: " + w)
 	}
 	if h.HoldWarn != nil {
-		rt.SetHoldWarn(time.Duration(*h.HoldWarn))
+		rt.VM().SetHoldWarn(time.Duration(*h.HoldWarn))
 	}
 	if h.VMHoldLimit != nil {
-		rt.SetHoldLimit(time.Duration(*h.VMHoldLimit))
+		rt.VM().SetHoldLimit(time.Duration(*h.VMHoldLimit))
 	}
-	if err := ctx.GetMetricsRegistry().Register(rt.Collector()); err != nil {
+	if err := ctx.GetMetricsRegistry().Register(metrics.Collector(rt)); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {
 			return fmt.Errorf("ruvoy: registering metrics: %w", err)
@@ -219,10 +230,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			}
 		})
 	})
-	if h.Preload && h.Workers == 0 {
-		return fmt.Errorf("ruvoy: preload forks workers: set workers too")
+	if err := settings.Unmet(h, false); err != nil { // preload without workers
+		return fmt.Errorf("ruvoy: %w", err)
 	}
-	opts := ruvoy.AppOptions{
+	opts := serve.AppOptions{
 		MaxRequests:              h.MaxRequests,
 		MaxRequestsPerConnection: h.MaxRequestsPerConn,
 		MaxRequestsPerClient:     h.MaxRequestsPerClient,
@@ -294,7 +305,7 @@ func serverWriteChunk(ctx caddy.Context) int64 {
 
 // extensions turns on env["ruvoy.context"] and env["ruvoy.upstream"] as
 // configured.
-func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
+func (h *Handler) extensions(ctx caddy.Context, o *serve.AppOptions) error {
 	if c := h.Context; c != nil {
 		route := map[string]any{}
 		for _, ns := range c.MetadataNamespaces {
@@ -302,17 +313,12 @@ func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
 				route[ns] = values
 			}
 		}
-		o.Context = &ruvoy.ContextOptions{
+		o.Context = &serve.ContextOptions{
 			RouteName:       c.RouteName,
 			RouteMetadata:   route,
 			DynamicMetadata: dynamicMetadata(c.MetadataNamespaces),
 			ConnectionID:    connectionID,
 		}
-	}
-	if u := h.Upstream; u != nil && len(u.Clusters) > 0 {
-		ctx.Logger().Warn(`ruvoy: the handler's "upstream.clusters" is deprecated: it is now "upstream.upstreams" (upstreams in a Caddyfile)`)
-		u.Upstreams = append(u.Upstreams, u.Clusters...)
-		u.Clusters = nil
 	}
 	if u := h.Upstream; u != nil && len(u.Upstreams) > 0 {
 		for _, name := range u.Upstreams {
@@ -320,11 +326,11 @@ func (h *Handler) extensions(ctx caddy.Context, o *ruvoy.AppOptions) error {
 				return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
 			}
 		}
-		o.Upstream = &ruvoy.UpstreamOptions{
-			Upstreams:        u.Upstreams,
+		o.Upstream = &serve.UpstreamOptions{
+			Names:            u.Upstreams,
 			Timeout:          time.Duration(u.TimeoutMS) * time.Millisecond,
 			MaxResponseBytes: u.MaxResponseBytes,
-			Upstream:         &upstreamsRef{ctx: ctx, wanted: u.Upstreams},
+			Caller:           &upstreamsRef{ctx: ctx, wanted: u.Upstreams},
 		}
 	}
 	return nil

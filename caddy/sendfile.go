@@ -6,8 +6,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/ruvoy/ruvoy"
 	"github.com/ruvoy/ruvoy/internal/conn"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 func init() {
@@ -18,10 +18,10 @@ func init() {
 // Caddy's write idle timeout, file_server's copy of a file is otherwise
 // made through a buffer (internal/conn's SendfileWriter says why). ruvoy's --static
 // route puts it before file_server. It also tells the runtime of each
-// file it sends: work the app's requests do not count (ruvoy.Runtime's
+// file it sends: work the app's requests do not count (serve.Runtime's
 // OtherWork).
 type Sendfile struct {
-	rt    *ruvoy.Runtime
+	rt    *serve.Runtime
 	piece int64 // the server's write chunk (serverWriteChunk)
 }
 
@@ -36,7 +36,7 @@ func (*Sendfile) CaddyModule() caddy.ModuleInfo {
 // Provision finds the process's runtime, if it started, and the server's
 // write chunk.
 func (s *Sendfile) Provision(ctx caddy.Context) error {
-	s.rt = ruvoy.Current()
+	s.rt = serve.Current()
 	s.piece = serverWriteChunk(ctx)
 	return nil
 }

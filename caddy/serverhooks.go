@@ -11,7 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 // hooked holds the Caddy servers whose Go server a ruvoy handler has set
@@ -20,7 +20,7 @@ var hooked sync.Map // *caddyhttp.Server -> struct{}
 
 // hookServer sets up the Go HTTP server under the Caddy server that ctx
 // provisions a handler in: every connection's context holds the
-// connection (ruvoy.WithConn: the handler tells a client that left from
+// connection (serve.WithConn: the handler tells a client that left from
 // one that half-closed by it), `OPTIONS *` reaches the app (Go answers
 // it itself unless DisableGeneralOptionsHandler is set, and Caddy has no
 // option for it), and HTTP/2 advertises the places a connection may hold
@@ -54,7 +54,7 @@ func hookServer(ctx caddy.Context) {
 				}
 			}
 		})
-		return ruvoy.WithConn(c, conn)
+		return serve.WithConn(c, conn)
 	})
 }
 

@@ -13,7 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
+	"github.com/ruvoy/ruvoy/internal/settings"
 )
 
 func init() {
@@ -31,11 +32,24 @@ func init() {
 //	}}}}
 type Upstreams struct {
 	Upstreams map[string]json.RawMessage `json:"upstreams,omitempty"`
-	// Clusters is what Upstreams was called before, still read (and
-	// warned of).
-	Clusters map[string]json.RawMessage `json:"clusters,omitempty"`
 
 	handlers map[string]*reverseproxy.Handler
+	renamed  []string // warnings of former names the JSON used, for Provision to log
+}
+
+// UnmarshalJSON reads the app's JSON strictly, once what it gives under a
+// former name (settings.Renames) is moved to the new one.
+func (c *Upstreams) UnmarshalJSON(b []byte) error {
+	b, renamed, err := settings.RenameJSON(settings.InAppJSON, b)
+	if err != nil {
+		return err
+	}
+	type fields Upstreams // the same, without this method
+	if err := caddy.StrictUnmarshalJSON(b, (*fields)(c)); err != nil {
+		return err
+	}
+	c.renamed = renamed
+	return nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -49,20 +63,18 @@ func (Upstreams) CaddyModule() caddy.ModuleInfo {
 // Provision loads every upstream's reverse proxy.
 func (c *Upstreams) Provision(ctx caddy.Context) error {
 	c.handlers = map[string]*reverseproxy.Handler{}
-	if len(c.Clusters) > 0 {
-		ctx.Logger().Warn(`ruvoy: the "ruvoy" app's "clusters" is deprecated: it is now "upstreams" (ruvoy_upstream in a Caddyfile)`)
+	for _, w := range c.renamed {
+		ctx.Logger().Warn("ruvoy: " + w)
 	}
-	for _, set := range []map[string]json.RawMessage{c.Clusters, c.Upstreams} {
-		for name, raw := range set {
-			if name == "" || strings.ContainsAny(name, ", ") {
-				return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
-			}
-			mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
-			if err != nil {
-				return fmt.Errorf("ruvoy: upstream %s: %w", name, err)
-			}
-			c.handlers[name] = mod.(*reverseproxy.Handler)
+	for name, raw := range c.Upstreams {
+		if name == "" || strings.ContainsAny(name, ", ") {
+			return fmt.Errorf("ruvoy: upstream name %q: no commas or spaces", name)
 		}
+		mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+		if err != nil {
+			return fmt.Errorf("ruvoy: upstream %s: %w", name, err)
+		}
+		c.handlers[name] = mod.(*reverseproxy.Handler)
 	}
 	return nil
 }
@@ -74,15 +86,15 @@ func (c *Upstreams) Start() error { return nil }
 func (c *Upstreams) Stop() error { return nil }
 
 // Call sends one call through the upstream's reverse proxy and buffers
-// the answer (ruvoy.Upstream).
-func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
+// the answer (serve.UpstreamCaller).
+func (c *Upstreams) Call(ctx context.Context, call *serve.UpstreamCall, maxBytes int64) (*serve.UpstreamResponse, error) {
 	h := c.handlers[call.Upstream]
 	if h == nil {
-		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no upstream named %q is defined", call.Upstream)}
+		return nil, &serve.UpstreamError{Msg: fmt.Sprintf("no upstream named %q is defined", call.Upstream)}
 	}
 	req, err := http.NewRequestWithContext(ctx, call.Method, "http://"+call.Upstream+call.Path, bytes.NewReader(call.Body))
 	if err != nil {
-		return nil, &ruvoy.UpstreamError{Msg: err.Error()}
+		return nil, &serve.UpstreamError{Msg: err.Error()}
 	}
 	req.Header = call.Header
 	req.Host = call.Upstream
@@ -93,9 +105,9 @@ func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes
 		server = new(caddyhttp.Server)
 	}
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), rec, server)
-	err = serve(h, rec, req)
+	err = runProxy(h, rec, req)
 	if rec.tooLarge {
-		return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Upstream, maxBytes)}
+		return nil, &serve.UpstreamError{Msg: fmt.Sprintf("the answer from %s is larger than max_response_bytes (%d)", call.Upstream, maxBytes)}
 	}
 	if err != nil {
 		var he caddyhttp.HandlerError
@@ -103,25 +115,25 @@ func (c *Upstreams) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes
 		case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
 			return nil, context.DeadlineExceeded
 		case errors.As(err, &he) && he.Err != nil && strings.Contains(he.Err.Error(), "no upstreams available"):
-			return nil, &ruvoy.UpstreamError{Msg: fmt.Sprintf("no healthy host in upstream %s", call.Upstream)}
+			return nil, &serve.UpstreamError{Msg: fmt.Sprintf("no healthy host in upstream %s", call.Upstream)}
 		case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
 			return nil, context.DeadlineExceeded
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		default: // could not reach it, or it hung up
-			return &ruvoy.UpstreamResponse{Status: http.StatusServiceUnavailable, Header: http.Header{}}, nil
+			return &serve.UpstreamResponse{Status: http.StatusServiceUnavailable, Header: http.Header{}}, nil
 		}
 	}
 	status := rec.status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return &ruvoy.UpstreamResponse{Status: status, Header: rec.header, Body: rec.body.Bytes()}, nil
+	return &serve.UpstreamResponse{Status: status, Header: rec.header, Body: rec.body.Bytes()}, nil
 }
 
-// serve runs the proxy; the proxy aborts a response whose body it cannot
+// runProxy runs the proxy; the proxy aborts a response whose body it cannot
 // finish copying by panicking with http.ErrAbortHandler, as to a client.
-func serve(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+func runProxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p != http.ErrAbortHandler {
@@ -168,7 +180,7 @@ func (b *buffered) Write(p []byte) (int, error) {
 func (b *buffered) Flush() {}
 
 var (
-	_ caddy.App         = (*Upstreams)(nil)
-	_ caddy.Provisioner = (*Upstreams)(nil)
-	_ ruvoy.Upstream    = (*Upstreams)(nil)
+	_ caddy.App            = (*Upstreams)(nil)
+	_ caddy.Provisioner    = (*Upstreams)(nil)
+	_ serve.UpstreamCaller = (*Upstreams)(nil)
 )

@@ -7,7 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 // upstreamsRef is how a handler reaches the upstreams app ("ruvoy"): it looks
@@ -25,7 +25,7 @@ type upstreamsRef struct {
 	app    *Upstreams
 }
 
-func (r *upstreamsRef) Call(ctx context.Context, call *ruvoy.UpstreamCall, maxBytes int64) (*ruvoy.UpstreamResponse, error) {
+func (r *upstreamsRef) Call(ctx context.Context, call *serve.UpstreamCall, maxBytes int64) (*serve.UpstreamResponse, error) {
 	r.once.Do(r.resolve)
 	return r.app.Call(ctx, call, maxBytes)
 }
@@ -44,4 +44,4 @@ func (r *upstreamsRef) resolve() {
 	}
 }
 
-var _ ruvoy.Upstream = (*upstreamsRef)(nil)
+var _ serve.UpstreamCaller = (*upstreamsRef)(nil)

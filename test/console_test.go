@@ -168,6 +168,9 @@ func TestCoreConsoleOnATerminal(t *testing.T) {
 func stoppedAs(t *testing.T, s *server, signal string, msg func(string) string) []string {
 	t.Helper()
 	code := s.wait(t, 30*time.Second)
+	// On a terminal what the process wrote last may still be on its way
+	// from the pseudo-terminal when the process has exited.
+	eventually(t, 10*time.Second, "the stop's line", func() bool { return strings.Contains(s.stdout.String(), "ruvoy: stopped (") })
 	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(s.stdout.String(), "\r\n", "\n"), "\n"), "\n")
 	last := strings.TrimPrefix(lines[len(lines)-1], "^C")
 	if msg != nil {
@@ -268,9 +271,8 @@ func TestCoreConsoleAsJSON(t *testing.T) {
 
 // -a localhost binds 127.0.0.1 and ::1, as Puma's -b tcp://localhost does.
 func TestCoreConsoleLocalhostAsPuma(t *testing.T) {
-	if _, err := exec.LookPath("puma"); err != nil {
-		t.Skip("no puma")
-	}
+	_, err := exec.LookPath("puma")
+	need(t, err == nil, "puma")
 	reachable := func(port string) []string {
 		var ok []string
 		for _, host := range []string{"127.0.0.1", "::1"} {

@@ -232,6 +232,9 @@ func TestHijackTLS(t *testing.T) {
 func TestHijackVanishingClients(t *testing.T) {
 	inProcessAndWorkers(t, func(t *testing.T, workers int) {
 		s, admin := startHijack(t, workers)
+		// The admin port's gate keeps its connection to Caddy's admin
+		// socket (both ends are this process's): counted from the start.
+		metricValue(t, admin, "ruvoy_hijacked_connections")
 		fds := openFDs(t, s)
 		var wg sync.WaitGroup
 		for i := 0; i < 100; i++ {

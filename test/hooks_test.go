@@ -283,7 +283,7 @@ func TestClusterHooksRaise(t *testing.T) {
 			s := launchIn(t, "", env, port, append(append([]string{"-p", port}, c.args...), app("hooks.ru"))...)
 			equal(t, "exit status", s.wait(t, 60*time.Second), 1)
 			stderr := s.stderr.String()
-			mustContain(t, "stderr", stderr, "ruvoy: "+app("hooks.ru")+" failed to load:\nRuvoy."+c.hook+"'s block raised:\n")
+			mustContain(t, "stderr", stderr, "ruvoy: "+app("hooks.ru")+" failed to load: Ruvoy."+c.hook+"'s block raised: boom in "+c.hook+" (RuntimeError)\n\t")
 			mustContain(t, "stderr", stderr, "hooks.ru:")
 			mustContain(t, "stderr", stderr, "boom in "+c.hook+" (RuntimeError)")
 			environs, _ := filepath.Glob("/proc/[0-9]*/environ")

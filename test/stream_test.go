@@ -404,7 +404,9 @@ func TestStreamFullDuplexEcho(t *testing.T) {
 // 1,000 idle Server-Sent Events streams held open by the one VM thread,
 // while other requests are answered.
 func TestStreamManyIdleSSE(t *testing.T) {
-	s := start(t, "--h2c", app("streaming.ru"))
+	// One client holds them all: it may hold every place
+	// (--max-requests-per-client's default leaves it a quarter).
+	s := start(t, "--h2c", "--max-requests-per-client", "1024", app("streaming.ru"))
 	s.get(t, "/ping")
 	before := s.appStats(t)
 	const n = 1000

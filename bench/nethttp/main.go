@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 func main() {
@@ -25,12 +25,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: ruvoy-nethttp [-addr HOST:PORT] [-e ENV] config.ru")
 		os.Exit(2)
 	}
-	rt, err := ruvoy.Start(ruvoy.Options{Program: "ruvoy-nethttp"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	app, err := rt.Load(flag.Arg(0), *env, ruvoy.AppOptions{})
+	rt := serve.Start(serve.Options{Program: "ruvoy-nethttp"})
+	app, err := rt.Load(flag.Arg(0), *env, serve.AppOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -49,57 +49,29 @@ func (m *modules) module(v any, key, name string) json.RawMessage {
 // JSON into, so the keys are theirs.
 func buildConfig(o *options) ([]byte, error) {
 	m := new(modules)
-	handler := &ruvoycaddy.Handler{
-		Rackup:               o.rackup,
-		Environment:          o.environment,
-		MaxBodyBytes:         o.maxBodyBytes,
-		MaxRequests:          o.maxRequests,
-		MaxRequestsPerConn:   o.maxPerConnection,
-		MaxRequestsPerClient: o.maxPerClient,
-		QueueTimeout:         milliseconds(o.queueTimeout),
-		RequestTimeout:       seconds(o.requestTimeout),
-		MaxInflightBodyBytes: o.bodyBudget,
-		SendfileDirs:         o.sendfileDirs,
-		EarlyHintsHTTP1:      o.earlyHintsHTTP1,
-	}
-	if o.holdWarn >= 0 { // 0 turns the warning off; unset, the handler's default
-		d := milliseconds(o.holdWarn)
-		handler.HoldWarn = &d
-	}
-	if o.holdLimit > 0 {
-		d := seconds(o.holdLimit)
-		handler.VMHoldLimit = &d
-	}
-	if o.workers > 0 {
-		handler.Workers = o.workers
-		handler.WorkerMaxRSSBytes = o.workerMaxRSS << 20
-		handler.WorkerTimeout = seconds(o.workerTimeout)
-		handler.Preload = o.preload
-	}
-	if o.context {
-		handler.Context = &ruvoycaddy.ContextConfig{}
-	}
+	handler := o.handler // what the flags set of the handler's fields (settings.Table)
+	handler.Rackup = o.rackup
 	apps := caddy.ModuleMap{}
 	if len(o.upstreams) > 0 {
 		upstreams := ruvoycaddy.Upstreams{Upstreams: map[string]json.RawMessage{}}
 		handler.Upstream = &ruvoycaddy.UpstreamConfig{}
 		for _, u := range o.upstreams {
-			if _, dup := upstreams.Upstreams[u.name]; dup {
-				return nil, fmt.Errorf("--upstream %s is given twice", u.name)
+			if _, dup := upstreams.Upstreams[u.Name]; dup {
+				return nil, fmt.Errorf("--upstream %s is given twice", u.Name)
 			}
 			// Round robin over the URLs, as docs/extensions.md says
 			// (Caddy's default is random).
 			proxy := &reverseproxy.Handler{LoadBalancing: &reverseproxy.LoadBalancing{
 				SelectionPolicyRaw: m.module(&reverseproxy.RoundRobinSelection{}, "policy", "round_robin"),
 			}}
-			for _, h := range u.hosts {
+			for _, h := range u.Hosts {
 				proxy.Upstreams = append(proxy.Upstreams, &reverseproxy.Upstream{Dial: h})
 			}
-			if u.tls {
+			if u.TLS {
 				proxy.TransportRaw = m.module(&reverseproxy.HTTPTransport{TLS: &reverseproxy.TLSConfig{}}, "protocol", "http")
 			}
-			upstreams.Upstreams[u.name] = m.json(proxy)
-			handler.Upstream.Upstreams = append(handler.Upstream.Upstreams, u.name)
+			upstreams.Upstreams[u.Name] = m.json(proxy)
+			handler.Upstream.Upstreams = append(handler.Upstream.Upstreams, u.Name)
 		}
 		apps["ruvoy"] = m.json(upstreams)
 	}
@@ -113,7 +85,7 @@ func buildConfig(o *options) ([]byte, error) {
 		}, "handler", "encode"))
 	}
 	routes := caddyhttp.RouteList{{
-		HandlersRaw: append(slices.Clone(encoders), m.module(handler, "handler", "ruvoy")),
+		HandlersRaw: append(slices.Clone(encoders), m.module(&handler, "handler", "ruvoy")),
 	}}
 	if o.static != "" {
 		// Files that exist are served by Caddy; everything else goes to the
@@ -168,7 +140,7 @@ func buildConfig(o *options) ([]byte, error) {
 		// of request smuggling shapes on HTTP/1.x (after TLS, when there
 		// is TLS: configureTLS).
 		ListenerWrappersRaw: []json.RawMessage{
-			m.module(&ruvoycaddy.Drain{Delay: seconds(o.drainDelay)}, "wrapper", "ruvoy_drain"),
+			m.module(&ruvoycaddy.Drain{Delay: caddy.Duration(o.drainDelay)}, "wrapper", "ruvoy_drain"),
 			m.module(ruvoycaddy.ConnectionIDs{}, "wrapper", "ruvoy_connection_ids"),
 			m.module(ruvoycaddy.HTTP1Guard{NoH2C: !o.h2c}, "wrapper", "ruvoy_http1_guard"),
 		},
@@ -227,7 +199,7 @@ func buildConfig(o *options) ([]byte, error) {
 		admin = &caddy.AdminConfig{Listen: listen, Config: &caddy.ConfigSettings{Persist: &persist}}
 	}
 	httpApp := &caddyhttp.App{
-		GracePeriod: caddy.Duration(time.Duration(o.grace) * time.Second),
+		GracePeriod: caddy.Duration(o.grace),
 		Servers:     map[string]*caddyhttp.Server{"ruvoy": server},
 	}
 	if o.adminListen() != "" {
@@ -262,20 +234,11 @@ type filesystem struct {
 
 // writeTimeout is --write-timeout as Caddy's write_idle_timeout, where
 // a negative value turns it off (0 would be Caddy's default, a minute).
-func writeTimeout(s float64) caddy.Duration {
-	if s == 0 {
+func writeTimeout(d time.Duration) caddy.Duration {
+	if d == 0 {
 		return -1
 	}
-	return seconds(s)
-}
-
-// seconds and milliseconds are the options' numbers as Caddy durations.
-func seconds(s float64) caddy.Duration {
-	return caddy.Duration(s * float64(time.Second))
-}
-
-func milliseconds(ms int) caddy.Duration {
-	return caddy.Duration(time.Duration(ms) * time.Millisecond)
+	return caddy.Duration(d)
 }
 
 // configureTLS makes the server speak HTTPS: HTTP/1.1 and HTTP/2 by ALPN,

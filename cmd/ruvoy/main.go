@@ -22,10 +22,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/ruvoy/ruvoy"
 	_ "github.com/ruvoy/ruvoy/caddy"
 	"github.com/ruvoy/ruvoy/internal/cluster"
 	"github.com/ruvoy/ruvoy/internal/cluster/worker"
+	"github.com/ruvoy/ruvoy/internal/host"
+	"github.com/ruvoy/ruvoy/internal/serve"
+	"github.com/ruvoy/ruvoy/lib"
 )
 
 func main() {
@@ -42,11 +44,11 @@ func main() {
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
 		case "help": // Caddy's own help names caddy, not ruvoy's options
-			fmt.Print(usage)
+			fmt.Print(usage())
 			fmt.Print("\nCaddy's commands: ruvoy help COMMAND (e.g. ruvoy help run).\n")
 			return
 		case "version":
-			os.Exit(serve([]string{"--version"}))
+			os.Exit(serveApp([]string{"--version"}))
 		}
 	}
 	if len(os.Args) > 1 && os.Args[1] == "reload" && !slices.Contains(os.Args, "--force") {
@@ -65,19 +67,19 @@ func main() {
 		}
 	}
 	keepSysmonAwake()
-	os.Exit(serve(os.Args[1:]))
+	os.Exit(serveApp(os.Args[1:]))
 }
 
 func versionLine() string {
 	caddyVersion, _ := caddy.Version()
-	return fmt.Sprintf("ruvoy %s (ruby %s, caddy %s)", ruvoy.Version, ruvoy.RubyVersion(), caddyVersion)
+	return fmt.Sprintf("ruvoy %s (ruby %s, caddy %s)", lib.Version, host.RubyVersion(), caddyVersion)
 }
 
-// serve runs the default command: serve one rackup with a generated config.
-func serve(args []string) int {
+// serveApp runs the default command: serve one rackup with a generated config.
+func serveApp(args []string) int {
 	opts, err := parseOptions(args, os.Getenv)
 	if errors.Is(err, errHelp) {
-		fmt.Print(usage)
+		fmt.Print(usage())
 		return 0
 	}
 	if err != nil {
@@ -89,7 +91,7 @@ func serve(args []string) int {
 	}
 	if opts.version {
 		fmt.Println(versionLine())
-		fmt.Printf("built for Ruby ABI %s; running libruby %s (%s)\n", ruvoy.BuiltABI(), ruvoy.RubyVersion(), ruvoy.RubyPlatform())
+		fmt.Printf("built for Ruby ABI %s; running libruby %s (%s)\n", host.BuiltABI(), host.RubyVersion(), host.RubyPlatform())
 		return 0
 	}
 	if !opts.printConfig {
@@ -118,14 +120,10 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "ruvoy: %v\n", err)
 		return 1
 	}
-	os.Setenv("RACK_ENV", opts.environment)
+	os.Setenv("RACK_ENV", opts.handler.Environment)
 	// The server serves the app and --static's files, both of which the
 	// runtime sees: Go's processors may follow their load (procs.go).
-	rt, err := ruvoy.Start(ruvoy.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: true})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ruvoy: starting Ruby: %v\n", err)
-		return 1
-	}
+	rt := serve.Start(serve.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: true})
 	con := newConsole(os.Stdout)
 	rt.SetConsole(con.log, railsExit())
 	caddy.TrapSignals()
@@ -155,9 +153,9 @@ func serve(args []string) int {
 		}
 	}
 	caddyVersion, _ := caddy.Version()
-	con.serving(banner{version: ruvoy.Version, ruby: ruvoy.RubyVersion(), caddy: caddyVersion,
-		rackup: opts.rackupArg, url: opts.url(), environment: opts.environment, pid: os.Getpid(),
-		workers: opts.workers, preload: opts.preload, listeners: listeners})
+	con.serving(banner{version: lib.Version, ruby: host.RubyVersion(), caddy: caddyVersion,
+		rackup: opts.rackupArg, url: opts.url(), environment: opts.handler.Environment, pid: os.Getpid(),
+		workers: opts.handler.Workers, preload: opts.handler.Preload, listeners: listeners})
 	reloadOnSignal(cfg, rt)
 	return 0 // not reached: signals end the process (caddy.TrapSignals)
 }
@@ -168,7 +166,7 @@ func serve(args []string) int {
 // connections stay; in one process the config is loaded again and the
 // rackup parsed again in the same VM (docs/cli.md). A rackup that fails
 // to load leaves the running app serving.
-func reloadOnSignal(cfg []byte, rt *ruvoy.Runtime) {
+func reloadOnSignal(cfg []byte, rt *serve.Runtime) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGUSR2, syscall.SIGHUP)
 	for sig := range signals {

@@ -7,7 +7,15 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	ruvoycaddy "github.com/ruvoy/ruvoy/caddy"
+	"github.com/ruvoy/ruvoy/internal/settings"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // env is a fake getenv for parseOptions.
 func env(vars ...string) func(string) string {
@@ -30,9 +38,10 @@ func abs(t *testing.T, path string) string {
 // defaultOptions is what parseOptions gives for no arguments and an empty
 // environment.
 func defaultOptions(t *testing.T) options {
-	return options{port: "8080", address: "127.0.0.1", environment: "development", grace: 10, holdWarn: -1,
-		minUploadRate: defaultMinUploadRate, filterParameters: defaultFilterParameters, writeTimeout: defaultWriteTimeout,
-		rackupArg: "config.ru", rackup: abs(t, "config.ru")}
+	return options{port: "8080", address: "127.0.0.1", handler: ruvoycaddy.Handler{Environment: "development"},
+		grace: 10 * time.Second, minUploadRate: 1024, writeTimeout: 30 * time.Second,
+		filterParameters: []string{"passw", "secret", "token", "_key", "crypt", "salt", "certificate", "otp", "ssn"},
+		rackupArg:        "config.ru", rackup: abs(t, "config.ru")}
 }
 
 func TestParseOptions(t *testing.T) {
@@ -59,12 +68,12 @@ func TestParseOptions(t *testing.T) {
 		{"unix socket", []string{"-a", "unix:///tmp/r.sock"}, env(), func(o *options) {
 			o.address, o.addressGiven, o.socket = "unix:///tmp/r.sock", true, "unix//tmp/r.sock|0660"
 		}},
-		{"RACK_ENV", nil, env("RACK_ENV", "production"), func(o *options) { o.environment = "production" }},
-		{"--health-path: a drain delay of 5 s", []string{"--health-path", "/up"}, env(), func(o *options) { o.healthPath, o.drainDelay = "/up", 5 }},
+		{"RACK_ENV", nil, env("RACK_ENV", "production"), func(o *options) { o.handler.Environment = "production" }},
+		{"--health-path: a drain delay of 5 s", []string{"--health-path", "/up"}, env(), func(o *options) { o.healthPath, o.drainDelay = "/up", 5*time.Second }},
 		{"--health-path, --drain-delay 0", []string{"--health-path=/up", "--drain-delay", "0"}, env(), func(o *options) { o.healthPath = "/up" }},
-		{"--drain-delay alone", []string{"--drain-delay", "2.5"}, env(), func(o *options) { o.drainDelay = 2.5 }},
-		{"-e over RACK_ENV", []string{"-eproduction"}, env("RACK_ENV", "test"), func(o *options) { o.environment = "production" }},
-		{"--environment", []string{"--environment", "staging"}, env(), func(o *options) { o.environment = "staging" }},
+		{"--drain-delay alone", []string{"--drain-delay", "2.5"}, env(), func(o *options) { o.drainDelay = 2500 * time.Millisecond }},
+		{"-e over RACK_ENV", []string{"-eproduction"}, env("RACK_ENV", "test"), func(o *options) { o.handler.Environment = "production" }},
+		{"--environment", []string{"--environment", "staging"}, env(), func(o *options) { o.handler.Environment = "staging" }},
 		{"--pidfile", []string{"--pidfile", "x.pid"}, env(), func(o *options) { o.pidfile = abs(t, "x.pid") }},
 		{"--pid alias", []string{"--pid", "x.pid"}, env(), func(o *options) { o.pidfile = abs(t, "x.pid") }},
 		{"--pid= alias", []string{"--pid=y.pid"}, env(), func(o *options) { o.pidfile = abs(t, "y.pid") }},
@@ -83,30 +92,35 @@ func TestParseOptions(t *testing.T) {
 			o.rackupArg, o.rackup, o.rest = "-", abs(t, "-"), []string{"-"}
 		}},
 		{"-- alone", []string{"--"}, env(), func(o *options) {}},
-		{"WEB_CONCURRENCY", nil, env("WEB_CONCURRENCY", "3"), func(o *options) { o.workers = 3 }},
-		{"-w 0 over WEB_CONCURRENCY", []string{"-w", "0"}, env("WEB_CONCURRENCY", "3"), func(o *options) { o.workers = 0 }},
-		{"-w2 over WEB_CONCURRENCY", []string{"-w2"}, env("WEB_CONCURRENCY", "3"), func(o *options) { o.workers = 2 }},
-		{"--workers=auto", []string{"--workers=auto"}, env(), func(o *options) { o.workers = runtime.NumCPU() }},
-		{"WEB_CONCURRENCY=auto", nil, env("WEB_CONCURRENCY", "auto"), func(o *options) { o.workers = runtime.NumCPU() }},
+		{"WEB_CONCURRENCY", nil, env("WEB_CONCURRENCY", "3"), func(o *options) { o.handler.Workers = 3 }},
+		{"-w 0 over WEB_CONCURRENCY", []string{"-w", "0"}, env("WEB_CONCURRENCY", "3"), func(o *options) { o.handler.Workers = 0 }},
+		{"-w2 over WEB_CONCURRENCY", []string{"-w2"}, env("WEB_CONCURRENCY", "3"), func(o *options) { o.handler.Workers = 2 }},
+		{"--workers=auto", []string{"--workers=auto"}, env(), func(o *options) { o.handler.Workers = runtime.NumCPU() }},
+		{"WEB_CONCURRENCY=auto", nil, env("WEB_CONCURRENCY", "auto"), func(o *options) { o.handler.Workers = runtime.NumCPU() }},
 		{"numbers", []string{"--grace", "3", "--max-body-bytes=100", "--max-requests", "5", "--queue-timeout", "0",
 			"--max-inflight-body-bytes", "1000", "--hold-warn", "0", "--min-upload-rate=0", "--worker-max-rss", "512",
 			"--request-timeout", "1.5", "--vm-hold-limit", "30", "--admin-port", "2019",
 			"--max-requests-per-connection", "8", "--max-requests-per-client", "9", "--write-timeout", "0", "--worker-timeout", "2.5"}, env(), func(o *options) {
-			o.grace, o.maxBodyBytes, o.maxRequests, o.queueTimeout = 3, 100, 5, 0
-			o.bodyBudget, o.holdWarn, o.minUploadRate, o.workerMaxRSS = 1000, 0, 0, 512
-			o.requestTimeout, o.holdLimit, o.adminPort = 1.5, 30, "2019"
-			o.maxPerConnection, o.maxPerClient, o.writeTimeout, o.workerTimeout = 8, 9, 0, 2.5
+			o.grace, o.minUploadRate, o.adminPort, o.writeTimeout = 3*time.Second, 0, "2019", 0
+			zero, sec := caddy.Duration(0), caddy.Duration(time.Second)
+			h := &o.handler
+			h.MaxBodyBytes, h.MaxRequests, h.QueueTimeout, h.MaxInflightBodyBytes, h.HoldWarn = 100, 5, 0, 1000, &zero
+			h.WorkerMaxRSSBytes, h.RequestTimeout, h.VMHoldLimit = 512<<20, sec*3/2, ptr(30*sec)
+			h.MaxRequestsPerConn, h.MaxRequestsPerClient, h.WorkerTimeout = 8, 9, sec*5/2
 		}},
 		{"the admin token from the environment", []string{"--admin-port", "2019"}, env("RUVOY_ADMIN_TOKEN", " t0k3n \n"), func(o *options) {
 			o.adminPort, o.adminToken = "2019", "t0k3n"
 		}},
 		{"the admin token from a file, over the environment", []string{"--admin-port", "2019", "--admin-token-file", tokenFile},
-			env("RUVOY_ADMIN_TOKEN", "other"), func(o *options) { o.adminPort, o.adminToken = "2019", "from-a-file" }},
+			env("RUVOY_ADMIN_TOKEN", "other"), func(o *options) {
+				o.adminPort, o.adminToken, o.adminTokenFile = "2019", "from-a-file", tokenFile
+			}},
 		{"no admin port, no token", nil, env("RUVOY_ADMIN_TOKEN", "t"), func(o *options) {}},
 		{"--admin-socket", []string{"--admin-socket", "admin.sock"}, env(), func(o *options) { o.adminSocket = abs(t, "admin.sock") }},
 		{"switches", []string{"--h2c", "--context", "--access-log", "--compress", "--reuse-port", "--print-config", "-v"}, env(),
 			func(o *options) {
-				o.h2c, o.context, o.accessLog, o.compress, o.reusePort, o.printConfig, o.version = true, true, true, true, true, true, true
+				o.h2c, o.accessLog, o.compress, o.reusePort, o.printConfig, o.version = true, true, true, true, true, true
+				o.handler.Context = &ruvoycaddy.ContextConfig{}
 			}},
 		{"--version", []string{"--version"}, env(), func(o *options) { o.version = true }},
 		{"--tls-internal", []string{"--tls-internal"}, env(), func(o *options) { o.tlsInternal = true }},
@@ -117,14 +131,14 @@ func TestParseOptions(t *testing.T) {
 			o.domain, o.port, o.portGiven, o.address = "example.com", "8443", true, "0.0.0.0"
 		}},
 		{"--upstream repeats", []string{"--upstream", "a=http://x", "--upstream=b=https://y:8443,https://z"}, env(), func(o *options) {
-			o.upstreams = []upstream{{name: "a", hosts: []string{"x:80"}}, {name: "b", hosts: []string{"y:8443", "z:443"}, tls: true}}
+			o.upstreams = []settings.Upstream{{Name: "a", Hosts: []string{"x:80"}}, {Name: "b", Hosts: []string{"y:8443", "z:443"}, TLS: true}}
 		}},
 		{"--cluster, --upstream's old name", []string{"--cluster", "a=http://x"}, env(), func(o *options) {
-			o.upstreams = []upstream{{name: "a", hosts: []string{"x:80"}}}
+			o.upstreams = []settings.Upstream{{Name: "a", Hosts: []string{"x:80"}}}
 			o.warnings = []string{"--cluster is deprecated: it is now --upstream (same value)"}
 		}},
 		{"--sendfile-dir repeats", []string{"--sendfile-dir", dir, "--sendfile-dir=" + dir2}, env(), func(o *options) {
-			o.sendfileDirs = []string{dir, dir2}
+			o.handler.SendfileDirs = []string{dir, dir2}
 		}},
 		{"--static", []string{"--static", dir}, env(), func(o *options) { o.static = dir }},
 		{"--trusted-proxies repeats", []string{"--trusted-proxies", "10.0.0.0/8,127.0.0.1", "--trusted-proxies=::1"}, env(),
@@ -216,7 +230,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--worker-max-rss", "0"}, env(), `--worker-max-rss: want an integer of at least 1, got "0"`},
 		{[]string{"--max-inflight-body-bytes", "x"}, env(), `--max-inflight-body-bytes: want an integer of at least 1, got "x"`},
 		{[]string{"--hold-warn", "x"}, env(), `--hold-warn: want an integer of at least 0, got "x"`},
-		{[]string{"--stall-warn", "x"}, env(), `--hold-warn: want an integer of at least 0, got "x"`},
+		{[]string{"--stall-warn", "x"}, env(), `--stall-warn: want an integer of at least 0, got "x"`},
 		{[]string{"--min-upload-rate", "-5"}, env(), `--min-upload-rate: want an integer of at least 0, got "-5"`},
 		{[]string{"--request-timeout", "0"}, env(), `--request-timeout: want a number of seconds above 0, got "0"`},
 		{[]string{"--vm-hold-limit", "Inf"}, env(), `--vm-hold-limit: want a number of seconds above 0, got "Inf"`},

@@ -6,15 +6,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy"
+	"github.com/ruvoy/ruvoy/internal/serve"
 )
 
 // announceStop logs, when the first SIGTERM or SIGINT arrives, that the
-// server is stopping gracefully, how long it serves on first (drain, in
-// seconds) and how many requests it lets finish
+// server is stopping gracefully, how long it serves on first (drain) and
+// how many requests it lets finish
 // (Caddy's handler, caddy.TrapSignals, does the stopping; the runtime
 // says how it ended, Runtime.Stopped).
-func announceStop(rt *ruvoy.Runtime, drain float64, grace int) {
+func announceStop(rt *serve.Runtime, drain, grace time.Duration) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -24,6 +24,6 @@ func announceStop(rt *ruvoy.Runtime, drain float64, grace int) {
 		if sig == syscall.SIGINT {
 			name = "SIGINT"
 		}
-		rt.Stopping(name, time.Duration(drain*float64(time.Second)), time.Duration(grace)*time.Second)
+		rt.Stopping(name, drain, grace)
 	}()
 }

@@ -12,8 +12,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
 // FDEnv names the environment variable that makes the binary a worker
@@ -38,46 +36,6 @@ type Config struct {
 // StatsEvery is how often a worker reports its figures, whatever its app
 // does: a worker silent for long is taken for stopped.
 const StatsEvery = 500 * time.Millisecond
-
-// Stats is what a worker reports (wire.WorkerStats): its VM's figures,
-// its hold detector's count and its resident memory.
-type Stats struct {
-	Busy, LoopLag, HeldFor      time.Duration
-	HeldStream                  uint64
-	Requests, Fibers            int
-	ResponseBytes               int64
-	GCCount                     uint64
-	GCTime                      time.Duration
-	HeapLiveSlots               uint64
-	OffloadBusy, OffloadWaiting int
-	Hijacked                    int    // connections its app took over
-	Holds                       int64  // its VM thread held past HoldWarn, so far
-	RSS                         uint64 // bytes
-}
-
-// Append appends the figures as a wire.WorkerStats payload.
-func (s Stats) Append(b []byte) []byte {
-	return wire.AppendStats(b, [wire.WorkerStatsCount]uint64{
-		uint64(s.Busy), uint64(s.LoopLag), uint64(s.HeldFor), s.HeldStream,
-		uint64(s.Requests), uint64(s.Fibers), uint64(s.ResponseBytes),
-		s.GCCount, uint64(s.GCTime), s.HeapLiveSlots,
-		uint64(s.OffloadBusy), uint64(s.OffloadWaiting), uint64(s.Hijacked), uint64(s.Holds), s.RSS,
-	})
-}
-
-// ReadStats reads what Append laid out.
-func ReadStats(p []byte) (Stats, bool) {
-	v, ok := wire.ReadStats(p)
-	if !ok {
-		return Stats{}, false
-	}
-	return Stats{
-		Busy: time.Duration(v[0]), LoopLag: time.Duration(v[1]), HeldFor: time.Duration(v[2]), HeldStream: v[3],
-		Requests: int(v[4]), Fibers: int(v[5]), ResponseBytes: int64(v[6]),
-		GCCount: v[7], GCTime: time.Duration(v[8]), HeapLiveSlots: v[9],
-		OffloadBusy: int(v[10]), OffloadWaiting: int(v[11]), Hijacked: int(v[12]), Holds: int64(v[13]), RSS: v[14],
-	}, true
-}
 
 // ProcessRSS is a process's resident memory in bytes (0 if unknown).
 func ProcessRSS(pid int) uint64 {

@@ -25,12 +25,12 @@ type Owner interface {
 	Release(handle any)
 }
 
-var pool = sync.Pool{New: func() any { return new(Msg) }}
+var spare = sync.Pool{New: func() any { return new(Msg) }}
 
 // New makes a message with n payload bytes of Go memory (filled through
 // Payload).
 func New(kind uint32, stream uint64, flags uint32, aux uint64, n int) *Msg {
-	m := pool.Get().(*Msg)
+	m := spare.Get().(*Msg)
 	m.kind, m.stream, m.flags, m.aux = kind, stream, flags, aux
 	if n > 0 {
 		m.payload = make([]byte, n)
@@ -41,7 +41,7 @@ func New(kind uint32, stream uint64, flags uint32, aux uint64, n int) *Msg {
 // View makes a message whose payload is memory owner holds (handle is the
 // owner's reference to it): it is given back to the owner at Free.
 func View(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte, owner Owner, handle any) *Msg {
-	m := pool.Get().(*Msg)
+	m := spare.Get().(*Msg)
 	m.kind, m.stream, m.flags, m.aux, m.payload = kind, stream, flags, aux, payload
 	m.owner, m.handle = owner, handle
 	return m
@@ -69,7 +69,7 @@ func (m *Msg) Free() {
 		m.owner.Release(m.handle)
 	}
 	*m = Msg{}
-	pool.Put(m)
+	spare.Put(m)
 }
 
 // Detach takes the payload's memory from m for its owner, who now answers

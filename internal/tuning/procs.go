@@ -1,7 +1,6 @@
 // Package tuning is what the runtime does to the process around the
 // requests: Go's processors lowered while requests come one at a time
-// (procs.go), memory given back once idle (release.go), and the watch on
-// the VM thread that names Ruby code holding it (watch.go).
+// (procs.go), and memory given back once idle (release.go).
 package tuning
 
 import (

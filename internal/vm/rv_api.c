@@ -23,9 +23,9 @@ void rv_submit(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, con
  * message. */
 void rv_cancel(uint64_t stream, uint32_t flags)
 {
-    uint32_t slot = RV_SLOT(stream);
-    if (rv_L && slot < rv_L->nstreams)
-        atomic_store_explicit(&rv_L->cancelled[slot], stream, memory_order_relaxed);
+    uint32_t index = RV_INDEX(stream);
+    if (rv_L && index < rv_L->nstreams)
+        atomic_store_explicit(&rv_L->cancelled[index], stream, memory_order_relaxed);
     rv_submit(RV_IN_CANCEL, stream, flags, 0, NULL, 0);
 }
 

@@ -75,7 +75,7 @@ static int boot_ruby_side(void)
     rv_response_init();
     rv_request_init();
     rv_stream_init();
-    rv_fiber_pool_init();
+    rv_fiber_cache_init();
     rv_scheduler_init();
     rv_upstream_init();
     rv_hijack_init();

@@ -7,12 +7,12 @@
  * scheduler wakes idle processors to look for work. Under load one wake-up
  * carries many messages; a lone request pays all of it for one answer.
  *
- * So a handler may claim one of a few direct slots before its request goes
+ * So a handler may claim one of a few direct lines before its request goes
  * to the VM (rv_direct_claim), then wait on its own thread (rv_direct_wait):
- * while the slot is claimed, every message the VM sends for that request
- * goes into the slot's list and wakes that one thread. The handler routes
- * them as the dispatcher would. It gives the slot back (rv_direct_release,
- * until it returns nothing) when it stops waiting: the slot is free only
+ * while the line is claimed, every message the VM sends for that request
+ * goes into the line's list and wakes that one thread. The handler routes
+ * them as the dispatcher would. It gives the line back (rv_direct_release,
+ * until it returns nothing) when it stops waiting: the line is free only
  * once its list is empty, so what the VM sends afterwards, through the
  * inbox, comes after everything the handler routed itself.
  */
@@ -39,8 +39,8 @@ typedef struct rv_direct {
 #define RV_DIRECT_SPIN_NS 50000
 #endif
 
-static rv_direct slots[RV_DIRECT_MAX];
-static atomic_int limit; /* slots in use: set by Go before the first claim */
+static rv_direct lines[RV_DIRECT_MAX];
+static atomic_int limit; /* lines in use: set by Go before the first claim */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init(void)
@@ -49,8 +49,8 @@ static void init(void)
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     for (int i = 0; i < RV_DIRECT_MAX; i++) {
-        pthread_mutex_init(&slots[i].mu, NULL);
-        pthread_cond_init(&slots[i].cond, &a);
+        pthread_mutex_init(&lines[i].mu, NULL);
+        pthread_cond_init(&lines[i].cond, &a);
     }
     pthread_condattr_destroy(&a);
 }
@@ -66,8 +66,8 @@ int rv_direct_claim(uint64_t stream)
     int n = atomic_load_explicit(&limit, memory_order_relaxed);
     for (int i = 0; i < n; i++) {
         uint64_t free = 0;
-        if (atomic_load_explicit(&slots[i].stream, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_strong(&slots[i].stream, &free, stream))
+        if (atomic_load_explicit(&lines[i].stream, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&lines[i].stream, &free, stream))
             return i;
     }
     return -1;
@@ -81,9 +81,9 @@ static rv_msg *take(rv_direct *d)
     return m;
 }
 
-rv_msg *rv_direct_wait(int slot, uint64_t timeout_ns)
+rv_msg *rv_direct_wait(int line, uint64_t timeout_ns)
 {
-    rv_direct *d = &slots[slot];
+    rv_direct *d = &lines[line];
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += timeout_ns / 1000000000;
@@ -105,9 +105,9 @@ rv_msg *rv_direct_wait(int slot, uint64_t timeout_ns)
     return m;
 }
 
-rv_msg *rv_direct_release(int slot)
+rv_msg *rv_direct_release(int line)
 {
-    rv_direct *d = &slots[slot];
+    rv_direct *d = &lines[line];
     pthread_mutex_lock(&d->mu);
     rv_msg *m = take(d);
     if (!m)
@@ -116,13 +116,13 @@ rv_msg *rv_direct_release(int slot)
     return m;
 }
 
-/* Puts m in its request's direct slot, if one is claimed for it: 1 when
+/* Puts m in its request's direct line, if one is claimed for it: 1 when
  * it did (rv_outbox.c). Any thread may call it. */
 int rv_direct_take(rv_msg *m)
 {
     int n = atomic_load_explicit(&limit, memory_order_relaxed);
     for (int i = 0; i < n; i++) {
-        rv_direct *d = &slots[i];
+        rv_direct *d = &lines[i];
         if (atomic_load(&d->stream) != m->stream)
             continue;
         pthread_mutex_lock(&d->mu);

@@ -1,12 +1,12 @@
 /*
- * rv_held.c: a worker's watch on its VM thread, from a plain thread.
+ * rv_held.c: a worker's held reporter: a plain thread that looks at its VM thread.
  *
  * While the worker has requests in flight (and for QUIET_NS after), the
- * watch looks every HELD_NS / 2: once Ruby code has held the VM thread past
+ * reporter looks every HELD_NS / 2: once Ruby code has held the VM thread past
  * HELD_NS it tells the front end (RV_WORKER_HELD), which sends new requests
  * to other workers meanwhile, and writes what the held VM sent (a streamed
  * chunk, a log line: rv_relay_flush_held); it says so again when Ruby lets
- * go. A quiet worker's watch sleeps on an eventfd written when the relay
+ * go. A quiet worker's reporter sleeps on an eventfd written when the relay
  * counts a request in (busy, which the relay calls: rv_relay_on_busy). It used to be a goroutine: each of its
  * looks woke Go's timer thread, often twice, and sysmon after the cgo
  * call, about five switches a look where this thread makes one
@@ -22,15 +22,15 @@
 #include <unistd.h>
 
 #define HELD_NS (10 * 1000000ull)   /* held this long, a worker takes no new requests */
-#define QUIET_NS (100 * 1000000ull) /* this long without one in flight, the watch sleeps */
+#define QUIET_NS (100 * 1000000ull) /* this long without one in flight, the reporter sleeps */
 
 enum { INFLIGHT = 1 }; /* rv_relay_counts' order */
 
-/* Whether the watch sleeps until a request comes: it sets armed, then
+/* Whether the reporter sleeps until a request comes: it sets armed, then
  * looks at the requests in flight; the relay counts one in, then looks at
  * armed (busy): whichever comes second sees the other. */
 static _Atomic int armed;
-static int wake_fd = -1; /* written when a request comes to an armed watch */
+static int wake_fd = -1; /* written when a request comes to an armed reporter */
 
 static void busy(void)
 {
@@ -63,7 +63,7 @@ static int held_now(void)
     return since && now > since && now - since > HELD_NS;
 }
 
-static void *watch(void *arg)
+static void *report(void *arg)
 {
     (void)arg;
     rv_signals_block(); /* the process's signals are Go's */
@@ -91,7 +91,7 @@ static void *watch(void *arg)
     return NULL;
 }
 
-int rv_held_watch(void)
+int rv_held_start(void)
 {
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0)
@@ -102,7 +102,7 @@ int rv_held_watch(void)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64u << 10);
-    int rc = pthread_create(&t, &attr, watch, NULL);
+    int rc = pthread_create(&t, &attr, report, NULL);
     pthread_attr_destroy(&attr);
     if (rc == 0)
         pthread_setname_np(t, "ruvoy-held");

@@ -34,7 +34,7 @@ struct failure {
 static VALUE describe(VALUE arg)
 {
     struct failure *f = (struct failure *)arg;
-    VALUE text = rb_sprintf("Ruvoy.%s's block raised:\n", f->hook);
+    VALUE text = rb_sprintf("Ruvoy.%s's block raised: ", f->hook); /* one line with the error */
     return rb_str_append(text, rb_funcall(rv_mRuvoy, rb_intern("describe_boot_error"), 1, f->exc));
 }
 

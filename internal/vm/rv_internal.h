@@ -34,12 +34,12 @@ void rv_inbox_drain_fd(rv_inbox *q);
 extern rv_inbox rv_to_vm, rv_to_go;
 
 /* ---- the way out to Go (rv_outbox.c) ---- */
-/* A message for Go: to a worker's relay, its request's direct slot, or
+/* A message for Go: to a worker's relay, its request's direct line, or
  * rv_to_go. */
 void rv_to_go_push(rv_msg *m);
 void rv_send_reply(uint64_t result, const char *text, size_t len); /* a control message's answer */
 void rv_outbox_divert(int (*take)(rv_msg *m)); /* a worker's relay takes what it can */
-int rv_direct_take(rv_msg *m);                 /* 1: it went to its direct slot (rv_direct.c) */
+int rv_direct_take(rv_msg *m);                 /* 1: it went to its direct line (rv_direct.c) */
 
 /* ---- a worker's relay (rv_relay.c) ---- */
 extern _Thread_local int rv_vm_thread;   /* 1 on the VM thread */
@@ -101,7 +101,7 @@ struct rv_waiter {
 /* One request as the VM thread sees it. */
 struct rv_stream {
     uint64_t id;
-    uint32_t slot;
+    uint32_t index; /* in the stream table */
     VALUE fiber, app, env;
     VALUE response;                /* what the app returned, for response_finished */
     VALUE input;                   /* the request's Ruvoy::Input, released at the end */
@@ -145,9 +145,9 @@ typedef struct rv_fdwait {
 
 typedef struct rv_loop {
     VALUE root_fiber, thread, scheduler;
-    _Atomic uint64_t *cancelled;  /* by slot: the id of a request whose client left */
+    _Atomic uint64_t *cancelled;  /* by index: the id of a request whose client left */
     VALUE apps;                 /* Array: app id -> app, or nil */
-    rv_stream **streams;        /* by slot */
+    rv_stream **streams;        /* by index */
     uint32_t nstreams, live;
     uint64_t window;
     rv_stream *current;         /* the request whose fiber runs now, if any */
@@ -179,7 +179,7 @@ void rv_control_handle(rv_msg *m);        /* rv_control.c */
 void rv_selector_init(void);              /* rv_selector.c */
 void rv_selector_poll(int busy);
 void rv_gc_clock_init(void);
-int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot); /* rv_wait.c */
+int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE index); /* rv_wait.c */
 void rv_run_alone(void);
 void rv_resume(rv_waiter *w);
 void rv_wait_hook(void (*before_wait)(rv_waiter *w));
@@ -188,7 +188,7 @@ int rv_ready_empty(void);                 /* rv_selector.c: the ready list */
 rv_waiter *rv_ready_first(void);
 rv_waiter *rv_ready_last(void);
 void rv_ready_unlink(rv_waiter *w);
-void rv_fiber_pool_init(void);
+void rv_fiber_cache_init(void);
 VALUE rv_fiber_take(void);
 VALUE rv_fiber_park(void);
 void rv_waiter_init(rv_waiter *w, int reason);
@@ -219,7 +219,7 @@ void rv_interrupt_restart(void);
 void rv_early_hints_init(void);
 void rv_request_start(rv_msg *m);
 void rv_stream_deliver(rv_msg *m);
-VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot));
+VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, index));
 VALUE rv_env_build(rv_stream *s);
 void rv_respond(rv_stream *s, VALUE env, VALUE response);
 void rv_respond_error(rv_stream *s, int status);
@@ -270,6 +270,6 @@ int rv_hold_signal(void);
 void rv_scheduler_init(void);
 void rv_env_init(void);
 
-#define RV_SLOT(id) ((uint32_t)((id) & 0xffffffffu))
+#define RV_INDEX(id) ((uint32_t)((id) & 0xffffffffu))
 
 #endif

@@ -3,7 +3,7 @@
  *
  * A worker that relays hands its messages to the front end's socket (the
  * relay plugs in with rv_outbox_divert); otherwise a message goes to its
- * request's direct slot while the request's handler waits on one
+ * request's direct line while the request's handler waits on one
  * (rv_direct.c), else to Go's inbox, which the dispatcher drains. The
  * replies to Go's control messages leave the same way.
  */

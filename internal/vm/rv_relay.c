@@ -11,7 +11,7 @@
  * turn with one sendmsg. A request then wakes no Go thread in the worker:
  * with as many VM threads as cores, each Go thread woken took a core from
  * a VM thread (docs/benchmarks.md, "Cluster mode"). Go keeps the control
- * replies, its own frames (rv_relay_send) and the urgent socket (worker.go);
+ * replies, its own frames (rv_relay_send) and the urgent socket (internal/cluster/worker);
  * RV_OUT_RELAY_END tells it the socket is done.
  */
 #include "rv_internal.h"
@@ -77,7 +77,7 @@ static struct {
     fd_queue in_fds; /* descriptors received, not yet taken by a frame */
 } R = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Requests read and those not yet final (an int64): the held watch
+/* Requests read and those not yet final (an int64): the held reporter
  * reads them (rv_held.c), and Go atomically without a call
  * (vm.RelayCounts). */
 static _Atomic uint64_t counts[2];
@@ -211,7 +211,7 @@ void rv_relay_open(int fd)
 }
 
 /* Who hears that a request came to a worker with none in flight (the
- * held watch, which then looks again). */
+ * held reporter, which then looks again). */
 static void (*_Atomic on_busy)(void);
 
 void rv_relay_on_busy(void (*fn)(void))
@@ -297,7 +297,7 @@ void rv_relay_flush(void)
     arm_out(!done);
 }
 
-/* From the held watch once Ruby code has held the VM thread: what a fiber
+/* From the held reporter once Ruby code has held the VM thread: what a fiber
  * sent meanwhile (a streamed chunk, a log line) waits for the end of the
  * loop's turn, which may be long in coming; write it now. A turn of short
  * requests is not cut: its batch stays one write. */
@@ -377,9 +377,9 @@ static void frame_in(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t au
         }
         break;
     case RV_IN_CANCEL: {
-        uint32_t slot = RV_SLOT(stream);
-        if (slot < rv_L->nstreams)
-            atomic_store_explicit(&rv_L->cancelled[slot], stream, memory_order_relaxed);
+        uint32_t index = RV_INDEX(stream);
+        if (index < rv_L->nstreams)
+            atomic_store_explicit(&rv_L->cancelled[index], stream, memory_order_relaxed);
         break;
     }
     case RV_IN_HIJACKED:

@@ -12,9 +12,9 @@
 
 static VALUE k_after_reply, k_response_finished;
 
-static VALUE new_fiber(VALUE slot)
+static VALUE new_fiber(VALUE index)
 {
-    return rb_block_call(rv_cFiber, rv_id_new, 0, NULL, rv_request_main, slot);
+    return rb_block_call(rv_cFiber, rv_id_new, 0, NULL, rv_request_main, index);
 }
 
 /* A request no fiber could take: 503, with the exception (in rb_errinfo)
@@ -30,14 +30,14 @@ static void refuse_unstarted(rv_stream *s, const char *what)
 
 void rv_request_start(rv_msg *m)
 {
-    uint32_t slot = RV_SLOT(m->stream);
-    if (slot >= L->nstreams || L->streams[slot]) {
-        rv_log(RV_LOG_ERROR, "ruvoy bug: a request arrived for a slot in use", 0, NULL);
+    uint32_t index = RV_INDEX(m->stream);
+    if (index >= L->nstreams || L->streams[index]) {
+        rv_log(RV_LOG_ERROR, "ruvoy bug: a request arrived for a index in use", 0, NULL);
         rv_to_go_push(rv_msg_new(RV_OUT_RESET, m->stream, RV_FLAG_END | RV_FLAG_FINAL, 0, 0));
         rv_msg_free(m);
         return;
     }
-    if (atomic_load_explicit(&L->cancelled[slot], memory_order_relaxed) == m->stream) {
+    if (atomic_load_explicit(&L->cancelled[index], memory_order_relaxed) == m->stream) {
         /* Its client left while it waited in the inbox: no Ruby work. */
         rv_to_go_push(rv_msg_new(RV_OUT_RESET, m->stream, RV_FLAG_END | RV_FLAG_FINAL, 0, 0));
         rv_msg_free(m);
@@ -47,13 +47,13 @@ void rv_request_start(rv_msg *m)
     if (!s)
         abort();
     s->id = m->stream;
-    s->slot = slot;
+    s->index = index;
     s->request = m;
     s->window = L->window;
     s->fiber = s->env = s->response = s->input = s->interrupt_exc = s->hijack_io = s->hijack_call = Qnil;
     long app = (long)m->aux;
     s->app = app >= 1 && app <= RARRAY_LEN(L->apps) ? rb_ary_entry(L->apps, app - 1) : Qnil;
-    L->streams[slot] = s;
+    L->streams[index] = s;
     L->live++;
     atomic_store_explicit(&rv_stat.requests, L->live, memory_order_relaxed);
     if (NIL_P(s->app)) {
@@ -61,15 +61,15 @@ void rv_request_start(rv_msg *m)
         rv_stream_finish(s);
         return;
     }
-    VALUE fiber = rv_fiber_take(), handed = INT2FIX(slot);
+    VALUE fiber = rv_fiber_take(), handed = INT2FIX(index);
     if (NIL_P(fiber)) {
         int state = 0;
-        fiber = rb_protect(new_fiber, INT2FIX(slot), &state);
+        fiber = rb_protect(new_fiber, INT2FIX(index), &state);
         if (state) {
             refuse_unstarted(s, "no fiber could be made for the request");
             return;
         }
-        handed = Qnil; /* a new fiber has its slot from its block */
+        handed = Qnil; /* a new fiber has its index from its block */
     }
     s->fiber = fiber;
     if (!rv_run_fiber(s, fiber, handed)) {
@@ -213,13 +213,13 @@ static void serve(rv_stream *s)
 }
 
 /* The body of every request fiber: serves its first request, then, parked
- * in the fiber pool, each next one it is given. */
-VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, slot))
+ * in the fiber cache, each next one it is given. */
+VALUE rv_request_main(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, index))
 {
     (void)yielded, (void)argc, (void)argv, (void)blockarg;
     do
-        serve(L->streams[FIX2INT(slot)]);
-    while (!NIL_P(slot = rv_fiber_park()));
+        serve(L->streams[FIX2INT(index)]);
+    while (!NIL_P(index = rv_fiber_park()));
     return Qnil;
 }
 

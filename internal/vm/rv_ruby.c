@@ -42,7 +42,7 @@ static VALUE signal_fixup(VALUE self, VALUE sig)
     return Qnil;
 }
 
-/* Offload pool figures for the metrics; called on any Ruby thread. */
+/* The offload threads' figures for the metrics; called on any Ruby thread. */
 static VALUE offload_busy(VALUE self, VALUE delta)
 {
     (void)self;

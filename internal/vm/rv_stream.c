@@ -2,9 +2,9 @@
  * rv_stream.c: a request's state on the VM thread, and the messages Go sends
  * to it after the head (body chunks, credits, cancel, done).
  *
- * Streams sit in a table indexed by slot, the low 32 bits of the stream id;
- * Go picks the slot and does not reuse it until the VM said FINAL, so a
- * message whose id does not match the slot's stream is for one that ended.
+ * Streams sit in a table by index, the low 32 bits of the stream id;
+ * Go picks the index and does not reuse it until the VM said FINAL, so a
+ * message whose id does not match the index's stream is for one that ended.
  */
 #include "rv_internal.h"
 
@@ -14,15 +14,15 @@
 
 rv_stream *rv_stream_find(uint64_t id)
 {
-    uint32_t slot = RV_SLOT(id);
-    if (slot >= L->nstreams)
+    uint32_t index = RV_INDEX(id);
+    if (index >= L->nstreams)
         return NULL;
-    rv_stream *s = L->streams[slot];
+    rv_stream *s = L->streams[index];
     return s && s->id == id ? s : NULL;
 }
 
 /* Hands a finished out message to Go. Bytes for a client that left are
- * dropped here; the final message always goes, it frees Go's slot. */
+ * dropped here; the final message always goes, it frees Go's index. */
 void rv_stream_push(rv_stream *s, rv_msg *m)
 {
     if (s->cancelled && !(m->flags & RV_FLAG_FINAL) && m->kind != RV_OUT_LOG) {
@@ -241,7 +241,7 @@ void rv_stream_finish(rv_stream *s)
     }
     rv_msg_free(s->request);
     atomic_fetch_sub_explicit(&rv_stat.response_bytes, s->inflight, memory_order_relaxed);
-    L->streams[s->slot] = NULL;
+    L->streams[s->index] = NULL;
     L->live--;
     atomic_store_explicit(&rv_stat.requests, L->live, memory_order_relaxed);
     free(s);

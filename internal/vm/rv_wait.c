@@ -176,27 +176,27 @@ void rv_resume(rv_waiter *w)
 }
 
 struct start_args {
-    VALUE fiber, slot;
+    VALUE fiber, index;
 };
 
 static VALUE start_in(VALUE arg)
 {
     struct start_args *a = (struct start_args *)arg;
-    return rb_fiber_transfer(a->fiber, NIL_P(a->slot) ? 0 : 1, &a->slot);
+    return rb_fiber_transfer(a->fiber, NIL_P(a->index) ? 0 : 1, &a->index);
 }
 
 /* Runs a request's fiber until it first waits or ends: a new one, or a
- * parked one (rv_fiber_pool.c), which is handed the request's slot.
+ * parked one (rv_fiber_cache.c), which is handed the request's index.
  * Returns 0 when the switch itself failed before the fiber took the
  * request (Ruby maps a new fiber's stack at its first switch, and under a
  * memory limit that raises FiberError): the request is then still the
  * caller's to answer, and the exception is left in rb_errinfo. */
-int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE slot)
+int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE index)
 {
-    uint32_t at = s->slot; /* s is freed if the request ends meanwhile */
+    uint32_t at = s->index; /* s is freed if the request ends meanwhile */
     running(s);
     int state = 0;
-    struct start_args a = {fiber, slot};
+    struct start_args a = {fiber, index};
     rb_protect(start_in, (VALUE)&a, &state);
     back_in_loop();
     if (!state)

@@ -24,6 +24,8 @@ import (
 	"unsafe"
 
 	"github.com/ruvoy/ruvoy/internal/msg"
+	"github.com/ruvoy/ruvoy/internal/stats"
+	"github.com/ruvoy/ruvoy/internal/wire"
 )
 
 // cMsg is a message the VM thread made (wire.h's rv_msg), in C memory.
@@ -63,19 +65,10 @@ func payloadC(c *cMsg) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c), C.RV_MSG_DATA)), int(c.len))
 }
 
-// Config is what the VM boots with.
-type Config struct {
-	Program    string   // $0
-	Args       []string // ARGV
-	RubyLib    []string // the embedded Ruby library: name, source, name, source...
-	MaxStreams uint32   // streams the VM keeps room for: the admission limit
-	Window     uint64   // response bytes in flight per stream
-}
-
 // Start boots the VM on its own thread and returns once it serves, or with
 // Ruby's error; in a worker forked from a template, whose VM serves
 // already, it takes the VM over.
-func Start(c Config) error {
+func Start(c wire.VMConfig) error {
 	if C.rv_forked_app != 0 { // a worker forked from a template (--preload): its VM runs
 		C.rv_fork_attached()
 		return nil
@@ -154,33 +147,47 @@ func ReleaseMemory() { C.rv_release_memory() }
 // Now is the VM's clock: CLOCK_MONOTONIC in nanoseconds.
 func Now() uint64 { return uint64(C.rv_monotonic_ns()) }
 
-// Stats is what the VM thread reports about itself (vm.h's rv_vm_stats).
-type Stats struct {
-	BusyNS, AwakeSince, LagNS, HeldSince, HeldStream uint64
-	Requests, Fibers, ResponseBytes                  uint64
-	GCCount, GCTimeNS, HeapLiveSlots                 uint64
-	OffloadBusy, OffloadWaiting, Hijacked            uint64
-}
-
-// stats is the VM's figures where C keeps them (rv_stats_view): Go reads
+// figures is the VM's figures where C keeps them (rv_stats_view): Go reads
 // them with atomic loads, not a cgo call, which from an idle process wakes
 // Go's sysmon (it then polls every 20 µs for a while): the hold detector
 // reads them every few milliseconds.
-var stats = (*[unsafe.Sizeof(C.rv_vm_stats{}) / 8]uint64)(unsafe.Pointer(C.rv_stats_view()))
+var figures = (*[unsafe.Sizeof(C.rv_vm_stats{}) / 8]uint64)(unsafe.Pointer(C.rv_stats_view()))
 
-// ReadStats reads the VM's figures without stopping it.
-func ReadStats() Stats {
-	f := func(field uintptr) uint64 { return atomic.LoadUint64(&stats[field/8]) }
+// field reads one of them (its offset in rv_vm_stats).
+func field(offset uintptr) uint64 { return atomic.LoadUint64(&figures[offset/8]) }
+
+// Held says since when Ruby code has held the VM thread (0: the loop has
+// it) and since when the thread has been awake (0: it waits), on Now's
+// clock: what the hold detector watches.
+func Held() (since, awake uint64) {
 	var s C.rv_vm_stats
-	return Stats{
-		BusyNS: f(unsafe.Offsetof(s.busy_ns)), AwakeSince: f(unsafe.Offsetof(s.awake_since)),
-		LagNS: f(unsafe.Offsetof(s.lag_ns)), HeldSince: f(unsafe.Offsetof(s.held_since)),
-		HeldStream: f(unsafe.Offsetof(s.held_stream)), Requests: f(unsafe.Offsetof(s.requests)),
-		Fibers: f(unsafe.Offsetof(s.fibers)), ResponseBytes: f(unsafe.Offsetof(s.response_bytes)),
-		GCCount: f(unsafe.Offsetof(s.gc_count)), GCTimeNS: f(unsafe.Offsetof(s.gc_time_ns)),
-		HeapLiveSlots: f(unsafe.Offsetof(s.heap_live_slots)), OffloadBusy: f(unsafe.Offsetof(s.offload_busy)),
-		OffloadWaiting: f(unsafe.Offsetof(s.offload_waiting)), Hijacked: f(unsafe.Offsetof(s.hijacked)),
+	return field(unsafe.Offsetof(s.held_since)), field(unsafe.Offsetof(s.awake_since))
+}
+
+// ReadStats reads the VM's figures without stopping it. While Ruby code
+// holds the thread the loop neither ticks nor sleeps: the figures it
+// would have made are made here, so that they show the hold as it
+// happens.
+func ReadStats() stats.VM {
+	var s C.rv_vm_stats
+	v := stats.VM{
+		Busy: time.Duration(field(unsafe.Offsetof(s.busy_ns))), LoopLag: time.Duration(field(unsafe.Offsetof(s.lag_ns))),
+		HeldStream: field(unsafe.Offsetof(s.held_stream)), Requests: int(field(unsafe.Offsetof(s.requests))),
+		Fibers: int(field(unsafe.Offsetof(s.fibers))), ResponseBytes: int64(field(unsafe.Offsetof(s.response_bytes))),
+		GCCount: field(unsafe.Offsetof(s.gc_count)), GCTime: time.Duration(field(unsafe.Offsetof(s.gc_time_ns))),
+		HeapLiveSlots: field(unsafe.Offsetof(s.heap_live_slots)), OffloadBusy: int(int64(field(unsafe.Offsetof(s.offload_busy)))),
+		OffloadWaiting: int(int64(field(unsafe.Offsetof(s.offload_waiting)))), Hijacked: int(field(unsafe.Offsetof(s.hijacked))),
 	}
+	since, awake := Held()
+	now := Now()
+	if since != 0 && now > since {
+		v.HeldFor = time.Duration(now - since)
+	}
+	if awake != 0 && now > awake {
+		v.Busy += time.Duration(now - awake)
+	}
+	v.LoopLag = max(v.LoopLag, v.HeldFor)
+	return v
 }
 
 // RubyVersion is the version of the libruby this binary runs.
@@ -196,32 +203,32 @@ func BuiltABI() string { return C.GoString(C.rv_built_abi()) }
 // (DirectClaim); 0 turns it off.
 func DirectLimit(n int) { C.rv_direct_limit(C.int(n)) }
 
-// DirectClaim reserves a direct slot for a request before it goes to the
-// VM: from then on the VM's messages for it go to the slot, not the inbox.
-// It returns the slot, or -1 when none is free.
+// DirectClaim reserves a direct line for a request before it goes to the
+// VM: from then on the VM's messages for it go to the line, not the inbox.
+// It returns the line, or -1 when none is free.
 func DirectClaim(stream uint64) int { return int(C.rv_direct_claim(C.uint64_t(stream))) }
 
-// DirectWait blocks this thread until the slot holds messages (returned
+// DirectWait blocks this thread until the line holds messages (returned
 // oldest first, linked by Next) or timeout passes (nil). With a timeout
 // of 0 it only yields its core for a moment (RV_DIRECT_SPIN_NS) and never
 // sleeps.
-func DirectWait(slot int, timeout time.Duration) *msg.Msg {
-	return fromC(C.rv_direct_wait(C.int(slot), C.uint64_t(timeout)))
+func DirectWait(line int, timeout time.Duration) *msg.Msg {
+	return fromC(C.rv_direct_wait(C.int(line), C.uint64_t(timeout)))
 }
 
-// DirectRelease gives the slot back: it returns what the slot still holds,
+// DirectRelease gives the line back: it returns what the line still holds,
 // and nil once it is free. Call it until nil.
-func DirectRelease(slot int) *msg.Msg { return fromC(C.rv_direct_release(C.int(slot))) }
+func DirectRelease(line int) *msg.Msg { return fromC(C.rv_direct_release(C.int(line))) }
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too
 // once it gets wire.InRelay.
 func RelayOpen(fd int) { C.rv_relay_open(C.int(fd)) }
 
-// WatchHeld starts the thread that tells the front end when Ruby code
+// StartHeldReporter starts the thread that tells the front end when Ruby code
 // holds the VM thread, and writes what a held VM sent (rv_held.c). It
 // returns 0 or -errno.
-func WatchHeld() int { return int(C.rv_held_watch()) }
+func StartHeldReporter() int { return int(C.rv_held_start()) }
 
 // RelaySend sends the front end a frame, waiting for room if need be.
 func RelaySend(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte) {

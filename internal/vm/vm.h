@@ -71,18 +71,18 @@ void rv_relay_send(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux,
                    const void *data, size_t len);
 void rv_relay_send_msg(rv_msg *m);
 void rv_relay_finish(void);
-int rv_held_watch(void);
+int rv_held_start(void);
 uint64_t *rv_relay_counts(void); /* atomically: admitted, inflight (an int64) */
 
 /* A handler waiting for its own request's messages (rv_direct.c): at most
  * RV_DIRECT_MAX at once, limited further by rv_direct_limit. claim returns
- * a slot or -1; wait returns the messages that arrived (oldest first) or
- * NULL after timeout_ns; release returns what is left, NULL once the slot
+ * a line or -1; wait returns the messages that arrived (oldest first) or
+ * NULL after timeout_ns; release returns what is left, NULL once the line
  * is free (call it until then). */
 #define RV_DIRECT_MAX 8
 void rv_direct_limit(int n);
 int rv_direct_claim(uint64_t stream);
-rv_msg *rv_direct_wait(int slot, uint64_t timeout_ns);
-rv_msg *rv_direct_release(int slot);
+rv_msg *rv_direct_wait(int line, uint64_t timeout_ns);
+rv_msg *rv_direct_release(int line);
 
 #endif

@@ -119,8 +119,9 @@ func TestStringsBothWays(t *testing.T) {
 // A template's settings as the front end writes them are what
 // rv_template.c reads; cut short, they are refused.
 func TestTemplateSettingsGoToC(t *testing.T) {
-	want := wire.TemplateSettings{Program: "ruvoy", Args: []string{"-x", "", "ü"}, RubyLib: []string{"<ruvoy>/a.rb", "A = 1\n"},
-		Rackup: "/srv/config.ru", Environment: "production", Upstreams: "a,b", MaxStreams: 1 << 16, Window: 5 << 30}
+	want := wire.TemplateSettings{VMConfig: wire.VMConfig{Program: "ruvoy", Args: []string{"-x", "", "ü"},
+		RubyLib: []string{"<ruvoy>/a.rb", "A = 1\n"}, MaxStreams: 1 << 16, Window: 5 << 30},
+		Rackup: "/srv/config.ru", Environment: "production", Upstreams: "a,b"}
 	p := wire.AppendTemplateSettings(nil, want)
 	got, load, ok := readTemplateSettingsC(p)
 	wantLoad := wire.AppendLoadApp(nil, want.Rackup, want.Environment, want.Upstreams)

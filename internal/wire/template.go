@@ -1,14 +1,21 @@
 package wire
 
+// VMConfig is what a VM boots with: in a process with Go (internal/vm's
+// Start, which hands it to rv_start as vm.h's rv_config) and in a
+// template (TemplateSettings).
+type VMConfig struct {
+	Program    string   // $0
+	Args       []string // ARGV
+	RubyLib    []string // the embedded Ruby library: name, source, name, source...
+	MaxStreams uint32   // streams the VM keeps room for: the admission limit
+	Window     uint64   // response bytes in flight per stream
+}
+
 // TemplateSettings is what a template process boots (wire.h,
 // "Templates"): the VM's settings and the app it loads.
 type TemplateSettings struct {
-	Program                        string
-	Args                           []string
-	RubyLib                        []string // name, source, name, source...
+	VMConfig
 	Rackup, Environment, Upstreams string
-	MaxStreams                     uint32
-	Window                         uint64
 }
 
 // AppendTemplateSettings appends a TemplateSettings payload.

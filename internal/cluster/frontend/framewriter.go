@@ -56,9 +56,9 @@ func (fw *frameWriter) add(kind uint32, stream uint64, flags uint32, aux uint64,
 	fw.mu.Unlock()
 }
 
-// addFile appends a frame that carries the descriptor fd, which the
-// writer owns from now on.
-func (fw *frameWriter) addFile(kind uint32, stream uint64, flags uint32, aux uint64, payload []byte, fd int) {
+// addFile appends a frame (f, with payload; f.Len is payload's) that
+// carries the descriptor fd, which the writer owns from now on.
+func (fw *frameWriter) addFile(f wire.Frame, payload []byte, fd int) {
 	fw.mu.Lock()
 	for len(fw.fds) >= maxBatchFDs && !fw.closed {
 		fw.flushLocked()
@@ -74,7 +74,7 @@ func (fw *frameWriter) addFile(kind uint32, stream uint64, flags uint32, aux uin
 	}
 	// The descriptor reaches the other side no later than its frame: it
 	// goes with the sendmsg that starts the batch holding the frame.
-	fw.buf = wire.AppendFrame(fw.buf, kind, stream, flags, aux, payload)
+	fw.buf = wire.AppendFrame(fw.buf, f.Kind, f.Stream, f.Flags, f.Aux, payload)
 	fw.fds = append(fw.fds, fd)
 	fw.mu.Unlock()
 }

@@ -18,11 +18,11 @@ import (
 
 // pool makes a pool of workers that are only the front end's view of
 // them: no process behind, for the balancing's own tests.
-func pool(n int) (*Pool, []*Worker) {
-	p := &Pool{slots: make([]atomic.Pointer[Worker], n), slotSt: make([]slotState, n)}
-	var ws []*Worker
+func pool(n int) (*Pool, []*Handle) {
+	p := &Pool{slots: make([]atomic.Pointer[Handle], n), slotSt: make([]slotState, n)}
+	var ws []*Handle
 	for i := range n {
-		w := &Worker{pool: p, slot: i}
+		w := &Handle{pool: p, slot: i}
 		p.slots[i].Store(w)
 		ws = append(ws, w)
 	}
@@ -121,7 +121,7 @@ func TestFrameWriterBatches(t *testing.T) {
 			w.Close()
 			fd, _ := syscall.Dup(int(r.Fd()))
 			r.Close()
-			fw.addFile(wire.OutFile, 99, 0, uint64(i), nil, fd)
+			fw.addFile(wire.Frame{Kind: wire.OutFile, Stream: 99, Aux: uint64(i)}, nil, fd)
 			fw.flush()
 		}
 	}()

@@ -7,7 +7,7 @@
 // dispatcher hands on a local VM's messages. The front end keeps the
 // listeners, TLS, admission, the streams and the clients' connections; a
 // request goes to the worker with the fewest requests in flight (Pick), and
-// a worker that dies, or stops reporting, is replaced (supervise, watch).
+// a worker that dies, or stops reporting, is replaced (supervise, check).
 package frontend
 
 import (
@@ -60,7 +60,7 @@ type Pool struct {
 	cfg       Config
 	tmplMu    sync.Mutex               // one fork at a time; a new template between them
 	tmpl      *template                // with --preload
-	slots     []atomic.Pointer[Worker] // the worker serving each slot; nil while one starts
+	slots     []atomic.Pointer[Handle] // the worker serving each slot; nil while one starts
 	rr        atomic.Uint32
 	mu        sync.Mutex
 	closing   bool
@@ -93,10 +93,10 @@ const (
 	heldPenalty = 1 << 40
 	// A worker that has not reported for silentAfter (it does every
 	// cluster.StatsEvery) gets new requests only when every worker is
-	// silent; one silent for the pool's timeout is killed (watch).
+	// silent; one silent for the pool's timeout is killed (check).
 	silentAfter = 4 * cluster.StatsEvery
 	// rssEvery bounds how often a worker's memory is read: at the end of
-	// its requests, and at each look of the watch.
+	// its requests, and at each look of check.
 	rssEvery = 10 * time.Millisecond
 	// pssEvery bounds how often a forked worker's PSS is read, once its
 	// RSS is past maxRSS.
@@ -120,7 +120,7 @@ func Start(cfg Config) (*Pool, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	p := &Pool{cfg: cfg, slots: make([]atomic.Pointer[Worker], cfg.Workers),
+	p := &Pool{cfg: cfg, slots: make([]atomic.Pointer[Handle], cfg.Workers),
 		slotSt: make([]slotState, cfg.Workers), stopped: make(chan struct{})}
 	if len(cfg.Template) > 0 {
 		t, err := p.startTemplate()
@@ -149,7 +149,7 @@ func Start(cfg Config) (*Pool, error) {
 		p.Stop()
 		return nil, first
 	}
-	go p.watch()
+	go p.check()
 	// Debug: the command line's banner names the workers (and under `ruvoy
 	// run`, Caddy's "serving initial configuration" follows).
 	p.log().Debug("ruvoy: workers serving", zap.String("rackup", cfg.Worker.Rackup), zap.Int("workers", cfg.Workers))
@@ -162,7 +162,7 @@ func (p *Pool) log() *zap.Logger { return p.cfg.Logger() }
 func (p *Pool) Rackup() string { return p.cfg.Worker.Rackup }
 
 // spawn starts a worker for slot and returns it once its app has loaded.
-func (p *Pool) spawn(slot int) (*Worker, error) {
+func (p *Pool) spawn(slot int) (*Handle, error) {
 	conn, theirs, err := socketPair("ruvoy: a worker's socket")
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (p *Pool) spawn(slot int) (*Worker, error) {
 		urgent.Close()
 		return nil, err
 	}
-	w := &Worker{pool: p, slot: slot, proc: proc, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
+	w := &Handle{pool: p, slot: slot, proc: proc, conn: conn, out: newFrameWriter(conn), urgent: newFrameWriter(urgent), started: time.Now(),
 		streams: map[uint64]struct{}{}, ready: make(chan bootResult, 1), readDone: make(chan struct{})}
 	if p.cfg.MaxRSS > 0 {
 		w.statm, _ = os.Open("/proc/" + strconv.Itoa(proc.Pid) + "/statm")
@@ -257,10 +257,10 @@ func socketPair(what string) (*net.UnixConn, *os.File, error) {
 // requests in flight, a worker whose VM thread Ruby code holds last (the
 // longest held the very last), one that has stopped reporting after that;
 // among equals, the next after the last one picked. nil: none serves.
-func (p *Pool) Pick() *Worker {
+func (p *Pool) Pick() *Handle {
 	n := uint32(len(p.slots))
 	start := p.rr.Add(1)
-	var best *Worker
+	var best *Handle
 	bestLoad := int64(-1)
 	for i := range n {
 		w := p.slots[(start+i)%n].Load()
@@ -300,7 +300,7 @@ const workerWait = 5 * time.Second
 
 // Await is a worker for a new request when none serves now: the first to
 // take a slot within workerWait; nil if none did, or r's client left.
-func (p *Pool) Await(r *http.Request) *Worker {
+func (p *Pool) Await(r *http.Request) *Handle {
 	timer := time.NewTimer(workerWait)
 	defer timer.Stop()
 	for {
@@ -336,7 +336,7 @@ func (p *Pool) announce() {
 // exited is told by a worker's supervisor that it ended: unless the pool
 // or the worker was stopping, a new worker takes the slot, at once after
 // a worker that served a while, after a growing wait in a crash loop.
-func (p *Pool) exited(w *Worker) {
+func (p *Pool) exited(w *Handle) {
 	p.slots[w.slot].CompareAndSwap(w, nil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -394,7 +394,7 @@ func (p *Pool) Restart() error {
 			return err
 		}
 	}
-	fresh := make([]*Worker, len(p.slots))
+	fresh := make([]*Handle, len(p.slots))
 	errs := make(chan error, len(p.slots))
 	for i := range p.slots {
 		go func() {
@@ -431,11 +431,11 @@ func (p *Pool) Restart() error {
 	return nil
 }
 
-// watch looks at the workers every second (more often under a short
+// check looks at the workers every second (more often under a short
 // timeout): one silent for silentAfter is picked last; one silent for the
 // pool's timeout (stopped, frozen) is killed, its requests answered 504
 // (supervise), and replaced; one grown past maxRSS is replaced.
-func (p *Pool) watch() {
+func (p *Pool) check() {
 	every := min(time.Second, p.cfg.Timeout/4)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -473,7 +473,7 @@ func (p *Pool) watch() {
 // grows an eighth past maxRSS first: then requests wait for the new one
 // (await). So a worker ends at most about a quarter over: an eighth, and
 // what its requests under way add.
-func (p *Pool) overRSS(w *Worker, rss uint64, measure string) {
+func (p *Pool) overRSS(w *Handle, rss uint64, measure string) {
 	if w.replacing.CompareAndSwap(false, true) {
 		p.log().Warn("ruvoy: a worker grew past --worker-max-rss: replacing it",
 			zap.Int("worker", w.slot), zap.Int("pid", w.proc.Pid), zap.Uint64(measure, rss), zap.Uint64("max_bytes", p.cfg.MaxRSS))
@@ -529,7 +529,7 @@ func maxCode(codes []int) int {
 
 // Each calls f with each slot's number and the worker serving it (nil
 // while one starts), and the restarts of the slot so far.
-func (p *Pool) Each(f func(slot int, w *Worker, restarts int64)) {
+func (p *Pool) Each(f func(slot int, w *Handle, restarts int64)) {
 	for i := range p.slots {
 		f(i, p.slots[i].Load(), p.slotSt[i].restarts.Load())
 	}

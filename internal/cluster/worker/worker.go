@@ -18,10 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ruvoy/ruvoy"
 	"github.com/ruvoy/ruvoy/internal/cluster"
+	"github.com/ruvoy/ruvoy/internal/host"
 	"github.com/ruvoy/ruvoy/internal/msg"
-	"github.com/ruvoy/ruvoy/internal/vm"
+	"github.com/ruvoy/ruvoy/internal/tuning"
 	"github.com/ruvoy/ruvoy/internal/wire"
 
 	"go.uber.org/zap"
@@ -40,11 +40,12 @@ type relayEnd struct {
 }
 
 // relay is a worker's way to its front end, from Go: what the VM sends
-// Go goes on as frames, and the end of the socket is awaited here.
+// Go goes on as frames (it is the VM's host.Router), and the end of the
+// socket is awaited here.
 type relay struct {
 	end     chan relayEnd
 	endOnce sync.Once
-	rt      *ruvoy.Runtime
+	vm      *host.VM
 }
 
 // Run is a worker process's main: fd is its socket to the front end, and
@@ -82,47 +83,49 @@ func Run(fd int) int {
 		return 1
 	}
 	log := workerLogger(cfg.Slot)
-	vm.RelayOpen(fd)
+	rl := &relay{end: make(chan relayEnd, 1)}
+	// The front end keeps the streams of a worker's requests: the VM keeps
+	// room for MaxStreams, its host none.
+	v := host.New(host.Config{Program: cfg.Program, Args: cfg.Args, ResponseWindow: cfg.ResponseWindow, Logger: log}, rl)
+	rl.vm = v
+	v.RelayOpen(fd)
 	fail := func(text string) int {
-		vm.RelaySend(wire.WorkerReady, 0, 0, 0, []byte(text))
-		vm.RelayFinish()
+		v.RelaySend(wire.WorkerReady, 0, 0, 0, []byte(text))
+		v.RelayFinish()
 		return 1
 	}
-
-	rl := &relay{end: make(chan relayEnd, 1)}
-	rt := ruvoy.NewRelay(ruvoy.Options{Program: cfg.Program, Args: cfg.Args, ResponseWindow: cfg.ResponseWindow, Logger: log}, rl.send)
-	rl.rt = rt
-	if err := rt.Boot(); err != nil {
+	if err := v.Boot(); err != nil {
 		return fail("starting Ruby: " + err.Error())
 	}
-	rt.SetHoldWarn(cfg.HoldWarn)
-	rt.SetHoldLimit(cfg.HoldLimit)
-	app := vm.ForkedApp() // forked from a template (--preload), which loaded it
+	go tuning.ReleaseWhenIdle(v.RelayActivity, host.ReleaseMemory)
+	v.SetHoldWarn(cfg.HoldWarn)
+	v.SetHoldLimit(cfg.HoldLimit)
+	app := v.ForkedApp() // forked from a template (--preload), which loaded it
 	if app == 0 {
 		var text string
-		if app, text = rt.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams); app == 0 {
+		if app, text = v.LoadApp(cfg.Rackup, cfg.Environment, cfg.Upstreams); app == 0 {
 			return fail(text)
 		}
 	}
-	if text, ok := rt.WorkerBoot(cfg.Slot); !ok {
+	if text, ok := v.WorkerBoot(cfg.Slot); !ok {
 		return fail(text)
 	}
 	early, _ := in.Peek(in.Buffered()) // the front end's frames that came with the settings
-	if text, ok := rt.Relay(app, fd, early); !ok {
+	if text, ok := v.Relay(app, fd, early); !ok {
 		return fail(text)
 	}
-	if e := vm.WatchHeld(); e < 0 {
-		return fail("starting the held watch: " + syscall.Errno(-e).Error())
+	if e := v.StartHeldReporter(); e < 0 {
+		return fail("starting the held reporter: " + syscall.Errno(-e).Error())
 	}
-	vm.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
+	v.RelaySend(wire.WorkerReady, 0, 0, 1, nil)
 	go rl.reportStats()
 	go rl.listenUrgent(fd + 1)
 
 	if end := <-rl.end; end.why == wire.RelayFailed {
 		log.Error("ruvoy: the socket to the front end failed: stopping", zap.String("error", end.text))
 	}
-	code := rt.Shutdown()
-	vm.RelayFinish()
+	code, _ := v.Stop()
+	v.RelayFinish()
 	return code
 }
 
@@ -163,7 +166,7 @@ func (rl *relay) listenUrgent(fd int) {
 		}
 		switch fr.Kind {
 		case wire.InInterrupt:
-			vm.Interrupt(fr.Stream, uint32(fr.Aux))
+			rl.vm.Interrupt(fr.Stream, uint32(fr.Aux))
 		case wire.InStop:
 			time.AfterFunc(urgentStopWait, func() { rl.ended(relayEnd{why: wire.RelayStop}) })
 		}
@@ -178,18 +181,28 @@ func (rl *relay) ended(e relayEnd) {
 	}
 }
 
-// send sends a VM message to the front end from Go: what the VM sent
-// before it read the socket (while the app loaded) or after (the drain
-// once a stop came). The VM's RV_OUT_RELAY_END says its socket is done.
-func (rl *relay) send(m *msg.Msg) {
-	if m.Kind() == wire.OutRelayEnd {
-		rl.endOnce.Do(rl.rt.RelayEnded)
-		rl.ended(relayEnd{why: m.Aux(), text: string(m.Payload())})
-		m.Free()
-		return
+// Route sends the VM's messages to the front end from Go: what the VM
+// sent before it read the socket (while the app loaded) or after (the
+// drain once a stop came). The VM's RV_OUT_RELAY_END says its socket is
+// done.
+func (rl *relay) Route(m *msg.Msg) {
+	for m != nil {
+		next := m.Next()
+		m.SetNext(nil)
+		if m.Kind() == wire.OutRelayEnd {
+			rl.endOnce.Do(rl.vm.RelayEnded)
+			rl.ended(relayEnd{why: m.Aux(), text: string(m.Payload())})
+			m.Free()
+		} else {
+			rl.vm.RelaySendMsg(m)
+		}
+		m = next
 	}
-	vm.RelaySendMsg(m)
 }
+
+// Describe names no request: the front end keeps them, and names them in
+// what the worker's VM logs.
+func (rl *relay) Describe(uint64) (string, string, bool) { return "", "", false }
 
 // reportStats sends the front end the worker's figures every
 // cluster.StatsEvery, whatever the app does: the front end takes a
@@ -197,13 +210,9 @@ func (rl *relay) send(m *msg.Msg) {
 // watch says so too (rv_held.c).
 func (rl *relay) reportStats() {
 	for {
-		v := rl.rt.Stats()
-		s := cluster.Stats{Busy: v.Busy, LoopLag: v.LoopLag, HeldFor: v.HeldFor, HeldStream: v.HeldStream,
-			Requests: v.Requests, Fibers: v.Fibers, ResponseBytes: v.ResponseBytes,
-			GCCount: v.GCCount, GCTime: v.GCTime, HeapLiveSlots: v.HeapLiveSlots,
-			OffloadBusy: v.OffloadBusy, OffloadWaiting: v.OffloadWaiting, Hijacked: v.Hijacked,
-			Holds: rl.rt.Holds(), RSS: cluster.ProcessRSS(os.Getpid())}
-		vm.RelaySend(wire.WorkerStats, 0, 0, 0, s.Append(nil))
+		s := rl.vm.Stats()
+		s.RSS = cluster.ProcessRSS(os.Getpid())
+		rl.vm.RelaySend(wire.WorkerStats, 0, 0, 0, s.Append(nil))
 		time.Sleep(cluster.StatsEvery)
 	}
 }
