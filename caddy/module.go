@@ -254,7 +254,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Preload:                  h.Preload,
 		WriteTimeout:             serverWriteTimeout(ctx),
 		WriteChunk:               serverWriteChunk(ctx),
-		OnWorker:                 logWorker,
+		AccessLog:                accessLog,
 		EarlyHintsHTTP1:          h.EarlyHintsHTTP1,
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
@@ -458,10 +458,11 @@ func scriptName(r *http.Request) string {
 	return full[:len(full)-len(rest)]
 }
 
-// logWorker adds the worker that serves r to its access log entry.
-func logWorker(r *http.Request, slot int) {
+// accessLog adds a field to r's access log entry: the worker that serves
+// it, its queue time.
+func accessLog(r *http.Request, f zap.Field) {
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		extra.Set(zap.Int("worker", slot))
+		extra.Set(f)
 	}
 }
 

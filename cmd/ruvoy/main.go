@@ -61,12 +61,14 @@ func main() {
 		if _, ok := caddycmd.Commands()[os.Args[1]]; ok || os.Args[1] == "help" {
 			if os.Args[1] == "run" {
 				keepSysmonAwake() // a server under a config of one's own
+				resizeOnSignal()
 			}
 			caddycmd.Main()
 			return
 		}
 	}
 	keepSysmonAwake()
+	resizeOnSignal()
 	os.Exit(serveApp(os.Args[1:]))
 }
 

@@ -27,8 +27,9 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	rejectedDesc = desc("requests_rejected_total", "Requests answered 503 before reaching Ruby, by reason.", "reason")
-	metrics      = []metric{
+	rejectedDesc  = desc("requests_rejected_total", "Requests answered 503 before reaching Ruby, by reason.", "reason")
+	queueTimeDesc = desc("request_queue_seconds", "How long requests waited, from their head's arrival to the app's call (for a place, a worker, the VM thread).")
+	metrics       = []metric{
 		{desc("requests_admitted_total", "Requests admitted to Ruby."), prometheus.CounterValue,
 			func(f *serve.Figures) float64 { return float64(f.Admitted) }},
 		{desc("requests_direct_total", "Requests whose handler waited for the VM's answer on its own thread, as it does when requests come one at a time."), prometheus.CounterValue,
@@ -91,15 +92,17 @@ var (
 	workerRSSDesc      = desc("worker_rss_bytes", "A worker's resident memory.", "worker")
 	workerBusyDesc     = desc("worker_vm_busy_seconds_total", "Time a worker's VM thread spent working (resets when the worker is replaced).", "worker")
 	workerRestartsDesc = desc("worker_restarts_total", "Workers started again in a slot after one died.", "worker")
+	workerQueueDesc    = desc("worker_request_queue_seconds", "How long a worker's requests waited, from their head's arrival to the app's call.", "worker")
 	workersDesc        = desc("workers", "Worker processes serving.")
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rejectedDesc
+	ch <- queueTimeDesc
 	for _, m := range metrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{workerInFlightDesc, workerHeldDesc, workerRSSDesc, workerBusyDesc, workerRestartsDesc, workersDesc} {
+	for _, d := range []*prometheus.Desc{workerInFlightDesc, workerHeldDesc, workerRSSDesc, workerBusyDesc, workerRestartsDesc, workerQueueDesc, workersDesc} {
 		ch <- d
 	}
 }
@@ -113,6 +116,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&f))
 	}
+	ch <- histogram(queueTimeDesc, f.QueueTime)
 	collectWorkers(ch, &f)
 }
 
@@ -132,5 +136,19 @@ func collectWorkers(ch chan<- prometheus.Metric, f *serve.Figures) {
 		ch <- prometheus.MustNewConstMetric(workerRSSDesc, prometheus.GaugeValue, float64(w.RSS), label)
 		ch <- prometheus.MustNewConstMetric(workerBusyDesc, prometheus.CounterValue, w.Busy.Seconds(), label)
 		ch <- prometheus.MustNewConstMetric(workerRestartsDesc, prometheus.CounterValue, float64(w.Restarts), label)
+		ch <- histogram(workerQueueDesc, w.QueueTime, label)
 	}
+}
+
+// histogram is h as Prometheus counts one: cumulative, by upper bound.
+func histogram(d *prometheus.Desc, h serve.Histogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var n uint64
+	for i, c := range h.Counts {
+		n += c
+		if i < len(h.Bounds) {
+			buckets[h.Bounds[i]] = n
+		}
+	}
+	return prometheus.MustNewConstHistogram(d, n, h.Sum.Seconds(), buckets, labels...)
 }

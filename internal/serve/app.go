@@ -78,8 +78,8 @@ func (a *App) link(r *http.Request) (vmLink, bool) {
 	if w == nil {
 		w = a.pool.Await(r)
 	}
-	if w != nil && a.opts.OnWorker != nil {
-		a.opts.OnWorker(r, w.Slot())
+	if w != nil && a.opts.AccessLog != nil {
+		a.opts.AccessLog(r, zap.Int("worker", w.Slot()))
 	}
 	return w, w != nil
 }

@@ -37,10 +37,11 @@ type Figures struct {
 	Orphans              int64 // of them, whose client left
 	Queued, QueuedOnConn int64 // waiting for a place; for one of their connection's
 	QueueWait            time.Duration
-	BodyHeld             int64 // request body bytes read and not yet taken
-	WriteCuts            int64 // responses cut for the write timeout
-	ProcsChanges         int64 // times Go's processors followed the load
-	Releases             int64 // idle spells after which memory was given back
+	BodyHeld             int64     // request body bytes read and not yet taken
+	WriteCuts            int64     // responses cut for the write timeout
+	ProcsChanges         int64     // times Go's processors followed the load
+	Releases             int64     // idle spells after which memory was given back
+	QueueTime            Histogram // from a head's arrival to the app's call
 	VM                   stats.VM
 	Workers              []WorkerFigures // cluster mode: by slot
 	Serving              int             // cluster mode: workers serving
@@ -53,6 +54,7 @@ type WorkerFigures struct {
 	Held               bool
 	RSS                uint64
 	Busy               time.Duration
+	QueueTime          Histogram // its requests'
 }
 
 // Figures reads what the runtime counts.
@@ -65,7 +67,7 @@ func (rt *Runtime) Figures() Figures {
 		InFlight: rt.streams.inUse(), Orphans: c.orphans.Load(),
 		Queued: c.queued.Load(), QueuedOnConn: c.connQueued.Load(), QueueWait: time.Duration(c.queueWaitNs.Load()),
 		BodyHeld: c.bodyHeld.Load(), WriteCuts: rt.writeCuts.total.Load(), ProcsChanges: rt.procs.Changes(),
-		Releases: c.releases.Load(), VM: rt.Stats(),
+		Releases: c.releases.Load(), QueueTime: rt.queueTimes.all.read(), VM: rt.Stats(),
 	}
 	rt.eachWorker(func(i int, w *frontend.Handle, restarts int64) {
 		for i >= len(f.Workers) {
@@ -73,6 +75,9 @@ func (rt *Runtime) Figures() Figures {
 		}
 		s := &f.Workers[i]
 		s.Restarts += restarts
+		if s.QueueTime.Counts == nil {
+			s.QueueTime = rt.queueTimes.slot(i)
+		}
 		if w == nil {
 			return
 		}

@@ -25,9 +25,13 @@ type headInfo struct {
 	body       bool   // a body follows the head
 	hintsHTTP1 bool   // AppOptions.EarlyHintsHTTP1
 	window     uint32 // response bytes in flight
-	context    []byte // env["ruvoy.context"], or nil
-	scriptName string // SCRIPT_NAME: where a server in front mounted the app
-	remoteUser string // REMOTE_USER: the user a server in front authenticated, or ""
+	arrived    uint64 // when the head arrived: CLOCK_MONOTONIC ns
+	// requestStart is X-Request-Start: a trusted proxy's, or when the head
+	// arrived (queuetime.go).
+	requestStart string
+	context      []byte // env["ruvoy.context"], or nil
+	scriptName   string // SCRIPT_NAME: where a server in front mounted the app
+	remoteUser   string // REMOTE_USER: the user a server in front authenticated, or ""
 }
 
 // encodeHead appends the wire.InRequest payload for r (a request head,
@@ -56,7 +60,7 @@ func encodeHead(b []byte, r *http.Request, h *headInfo) ([]byte, bool) {
 	if asterisk {
 		flags |= wire.ReqAsterisk
 	}
-	b = wire.AppendRequestStart(b, flags, h.window)
+	b = wire.AppendRequestStart(b, flags, h.window, h.arrived)
 	// The fields, in wire.Field* order.
 	b = wire.AppendString(b, r.Method)
 	if asterisk {
@@ -105,13 +109,17 @@ func encodeHead(b []byte, r *http.Request, h *headInfo) ([]byte, bool) {
 	}
 	for name, values := range r.Header {
 		if name == "Content-Type" || name == "Content-Length" || name == "Version" || strings.IndexByte(name, '_') >= 0 ||
-			(!trusted && forwardedHeaders[name]) {
+			(!trusted && forwardedHeaders[name]) || name == requestStartHeader {
 			// CONTENT_TYPE and CONTENT_LENGTH carry these, HTTP_VERSION is
 			// the protocol's; a name with "_" would pass for one with "-"
-			// in the env (X_Forwarded_For).
+			// in the env (X_Forwarded_For); X-Request-Start is the
+			// server's own, below.
 			continue
 		}
 		b, count = putHeader(b, count, name, values)
+	}
+	if h.requestStart != "" {
+		b, count = putHeader(b, count, requestStartHeader, []string{h.requestStart})
 	}
 	return b, wire.PutHeaderCount(b, countAt, count)
 }

@@ -3,6 +3,8 @@ package serve
 import (
 	"net/http"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // AppOptions configure one loaded app.
@@ -50,9 +52,9 @@ type AppOptions struct {
 	// Workers, when above 0, runs the app in that many worker processes
 	// (cluster mode, pools.go) instead of this process's VM.
 	Workers int
-	// OnWorker, in cluster mode, hears which worker (its slot) serves r:
-	// Caddy's access log names it.
-	OnWorker func(r *http.Request, slot int)
+	// AccessLog adds a field to r's access log entry (Caddy's): the
+	// worker that serves it (cluster mode), its queue time.
+	AccessLog func(r *http.Request, f zap.Field)
 	// WorkerMaxRSS replaces a worker whose resident memory grows past it
 	// (bytes; 0: never).
 	WorkerMaxRSS int64

@@ -86,6 +86,32 @@ func (rt *Runtime) RestartWorkers() (bool, error) {
 	return len(pools) > 0, nil
 }
 
+// ResizeWorkers adds a worker to every app in cluster mode (grow) or
+// retires one, which finishes its requests first (shrink; never the last
+// one), and returns how many workers each has now, by its rackup; none
+// in one process. An app whose new worker failed to boot keeps the
+// workers it had (the error says why).
+func (rt *Runtime) ResizeWorkers(grow bool) (map[string]int, error) {
+	sizes := map[string]int{}
+	var first error
+	for _, p := range rt.poolList() {
+		resize := p.Shrink
+		if grow {
+			resize = p.Grow
+		}
+		n, err := resize()
+		sizes[p.Rackup()] = n
+		if err != nil && first == nil {
+			var boot *frontend.BootError
+			if errors.As(err, &boot) {
+				err = rt.bootFailed(p.Rackup(), boot.Message)
+			}
+			first = err
+		}
+	}
+	return sizes, first
+}
+
 // stopPools stops every pool (the process is exiting).
 func (rt *Runtime) stopPools() int {
 	pools := rt.poolList()

@@ -15,6 +15,7 @@ type request struct {
 	app     *App
 	w       http.ResponseWriter
 	r       *http.Request
+	at      arrival   // when its head arrived
 	conn    *connInfo // its server connection, or nil
 	remote  string    // its client's address, as the server names it
 	hasBody bool
@@ -30,6 +31,7 @@ type request struct {
 // head encoded into one message; then what the VM sends, until the
 // response ends or the client goes away (respond.go).
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at := arrived()
 	alone := a.arrive()
 	defer a.requestDone()
 	// Caddy names itself; ruvoy sends no Server header unless the app does.
@@ -39,7 +41,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, http.StatusRequestEntityTooLarge)
 		return
 	}
-	q := &request{app: a, w: w, r: r, conn: connOf(r), remote: a.clientAddress(r), direct: -1,
+	q := &request{app: a, w: w, r: r, at: at, conn: connOf(r), remote: a.clientAddress(r), direct: -1,
 		hasBody: r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0}
 	if !q.admit() || !q.start(alone) {
 		return
@@ -125,7 +127,8 @@ func (q *request) unstarted() {
 func (q *request) headInfo() *headInfo {
 	o, r := &q.app.opts, q.r
 	h := &headInfo{remote: q.remote, tls: r.TLS != nil, trusted: o.Trusted != nil && o.Trusted(r), body: q.hasBody,
-		hintsHTTP1: o.EarlyHintsHTTP1, window: uint32(o.ResponseWindow)}
+		hintsHTTP1: o.EarlyHintsHTTP1, window: uint32(o.ResponseWindow), arrived: q.at.mono}
+	h.requestStart = requestStart(r, h.trusted, q.at)
 	if o.Context != nil {
 		h.context = o.Context.contextJSON(r)
 	}

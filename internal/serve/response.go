@@ -78,7 +78,9 @@ func (rs *responder) handle(m *msg.Msg) error {
 	}
 	switch m.Kind() {
 	case wire.OutHead:
-		body, ok := rs.setHead(p, int(m.Aux()))
+		status, queued := wire.HeadAux(m.Aux())
+		rs.queued(queued)
+		body, ok := rs.setHead(p, status)
 		if !ok {
 			return nil
 		}
@@ -91,7 +93,9 @@ func (rs *responder) handle(m *msg.Msg) error {
 			return err
 		}
 	case wire.OutFile:
-		if err := rs.writeFile(p, int(m.Aux())); err != nil {
+		status, queued := wire.HeadAux(m.Aux())
+		rs.queued(queued)
+		if err := rs.writeFile(p, status); err != nil {
 			return err
 		}
 	case wire.OutData:

@@ -37,18 +37,19 @@ type Options struct {
 
 // Runtime is what the process's apps share.
 type Runtime struct {
-	vm        *host.VM // booted with the first app that runs in this process
-	streams   *streams
-	counters  counters
-	writeCuts writeCuts  // responses cut for the write timeout (writetimeout.go)
-	pumps     conn.Pumps // hijacked connections Go pumps (hijack.go)
-	procs     *tuning.Procs
-	apps      atomic.Int64 // apps loaded and not closed
-	lastBoot  atomic.Pointer[BootError]
-	stop      stopState // what the stop's lines say (stop.go)
-	stopOnce  sync.Once
-	exitCode  int
-	release   sync.Once // memory given back once idle
+	vm         *host.VM // booted with the first app that runs in this process
+	streams    *streams
+	counters   counters
+	writeCuts  writeCuts  // responses cut for the write timeout (writetimeout.go)
+	queueTimes queueTimes // from a head's arrival to the app's call (queuetime.go)
+	pumps      conn.Pumps // hijacked connections Go pumps (hijack.go)
+	procs      *tuning.Procs
+	apps       atomic.Int64 // apps loaded and not closed
+	lastBoot   atomic.Pointer[BootError]
+	stop       stopState // what the stop's lines say (stop.go)
+	stopOnce   sync.Once
+	exitCode   int
+	release    sync.Once // memory given back once idle
 
 	poolsMu sync.Mutex
 	pools   map[*frontend.Pool]struct{} // the worker pools of apps not yet unloaded (pools.go)

@@ -124,6 +124,7 @@ VALUE rv_env_build(rv_stream *s)
     uint8_t flags = h.flags;
     if (h.window)
         s->window = h.window;
+    s->arrived = h.arrived;
     const char *const *fp = h.field;
     const long *fl = h.field_len;
 

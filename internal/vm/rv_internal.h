@@ -110,6 +110,8 @@ struct rv_stream {
     int in_state;                  /* RV_BODY_* */
     uint64_t inflight;             /* response bytes sent but not yet credited */
     uint64_t window;               /* the most that may be in flight */
+    uint64_t arrived;              /* when its head arrived (CLOCK_MONOTONIC ns; 0: unknown) */
+    uint32_t queued_us;            /* from then to the app's call (RV_AUX_QUEUED_SHIFT) */
     rv_buf out;                    /* response message built but not yet pushed */
     size_t out_body;               /* body bytes in it */
     int head_sent;                 /* a head went to Go */

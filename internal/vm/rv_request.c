@@ -83,6 +83,17 @@ static VALUE build_env(VALUE s)
     return rv_env_build((rv_stream *)s);
 }
 
+/* How long the request waited, from its head's arrival to the app's call:
+ * for places, for a worker, for the VM thread (the head says it). */
+static uint32_t queued_us(const rv_stream *s)
+{
+    uint64_t now = rv_now();
+    if (!s->arrived || now <= s->arrived)
+        return 0;
+    uint64_t us = (now - s->arrived) / 1000;
+    return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
 static VALUE call_app(VALUE arg)
 {
     rv_stream *s = (rv_stream *)arg;
@@ -188,6 +199,7 @@ static void serve(rv_stream *s)
     VALUE exc = Qnil;
     s->env = rb_protect(build_env, (VALUE)s, &state);
     if (!state) {
+        s->queued_us = queued_us(s);
         VALUE response = rb_protect(call_app, (VALUE)s, &state);
         if (!rv_stream_find(id)) {
             /* The app took the connection (env["rack.hijack"]): the

@@ -165,7 +165,8 @@ static VALUE each_header(RB_BLOCK_CALL_FUNC_ARGLIST(pair, arg))
 
 static void start_head(resp *r)
 {
-    rv_resp_head_start(&r->s->out, RV_OUT_HEAD, r->s->id, (uint64_t)r->status, 512);
+    uint64_t aux = (uint64_t)(uint32_t)r->status | (uint64_t)r->s->queued_us << RV_AUX_QUEUED_SHIFT;
+    rv_resp_head_start(&r->s->out, RV_OUT_HEAD, r->s->id, aux, 512);
 }
 
 VALUE rv_resp_build_head(VALUE arg)

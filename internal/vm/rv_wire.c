@@ -97,6 +97,7 @@ int rv_req_head_read(const char *p, size_t n, rv_req_head *h)
         return 0;
     h->flags = (uint8_t)fixed[RV_REQ_FLAGS_AT];
     memcpy(&h->window, fixed + RV_REQ_WINDOW_AT, sizeof h->window);
+    memcpy(&h->arrived, fixed + RV_REQ_ARRIVED_AT, sizeof h->arrived);
     for (int i = 0; i < RV_FIELD_COUNT; i++)
         if (!rv_read_str(&r, &h->field[i], &h->field_len[i]))
             return 0;

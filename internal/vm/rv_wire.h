@@ -50,6 +50,7 @@ int rv_read_str(rv_reader *r, const char **p, long *len);
 typedef struct rv_req_head {
     uint8_t flags;
     uint32_t window;
+    uint64_t arrived; /* CLOCK_MONOTONIC ns; 0: unknown */
     const char *field[RV_FIELD_COUNT];
     long field_len[RV_FIELD_COUNT]; /* -1: absent */
     uint16_t nheaders;

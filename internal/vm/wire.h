@@ -57,9 +57,9 @@ enum {
 
 /* Message kinds, VM -> Go. */
 enum {
-    RV_OUT_HEAD = 32, /* status (aux) and a response head, then maybe body bytes */
+    RV_OUT_HEAD = 32, /* status and queue time (aux) and a response head, then maybe body bytes */
     RV_OUT_DATA,      /* response body bytes */
-    RV_OUT_FILE,      /* a response head whose body is the file it carries (aux: status) */
+    RV_OUT_FILE,      /* a response head whose body is the file it carries (aux: as RV_OUT_HEAD's) */
     RV_OUT_RESET,     /* the response failed: cut it; before the head, aux is the status to answer (0: 500) */
     RV_OUT_END,       /* nothing but flags (RV_FLAG_END / RV_FLAG_FINAL) */
     RV_OUT_LOG,       /* a log entry: flags is the level; payload is strings: message, then name/value pairs (a name ending in _ms: a number) */
@@ -153,7 +153,8 @@ enum { RV_LOG_DEBUG = 0, RV_LOG_INFO, RV_LOG_WARN, RV_LOG_ERROR };
 /*
  * Request head (RV_IN_REQUEST):
  *   u8 flags (RV_REQ_*), u8[3] zero, u32 response window (0: the default),
- *   RV_FIELD_COUNT strings (RV_FIELD_*), u16 header count, then per header:
+ *   u64 when its head arrived (CLOCK_MONOTONIC ns, the clock every process
+ *   of the machine shares; 0: unknown), RV_FIELD_COUNT strings (RV_FIELD_*), u16 header count, then per header:
  *   u16 code (its index in RV_HEADER_NAMES; 0 for others, followed by a u16
  *   length and the CGI name, HTTP_...), then the value as a string.
  */
@@ -168,8 +169,9 @@ enum {
 
 enum {
     RV_REQ_FLAGS_AT = 0,  /* u8 */
-    RV_REQ_WINDOW_AT = 4, /* u32 */
-    RV_REQ_FIELDS_AT = 8, /* the first field */
+    RV_REQ_WINDOW_AT = 4,   /* u32 */
+    RV_REQ_ARRIVED_AT = 8,  /* u64 */
+    RV_REQ_FIELDS_AT = 16,  /* the first field */
 };
 
 enum {
@@ -203,12 +205,16 @@ enum {
         "X-Request-Id", "X-Requested-With"
 
 /*
- * Response head (RV_OUT_HEAD and RV_OUT_FILE; aux is the status):
+ * Response head (RV_OUT_HEAD and RV_OUT_FILE; aux is the status in its low
+ *   32 bits and, above RV_AUX_QUEUED_SHIFT, how long the request waited
+ *   from its head's arrival to the app's call, in microseconds):
  *   i64 content length (-1: unknown), i32 file descriptor (FILE only, else
  *   -1), u16 header count, then per header: u16 name length + name, then the
  *   value as a string. The rest of an RV_OUT_HEAD payload is the first body
  *   bytes.
  */
+enum { RV_AUX_QUEUED_SHIFT = 32 };
+
 enum {
     RV_RESP_LENGTH_AT = 0,  /* i64 */
     RV_RESP_FD_AT = 8,      /* i32 */

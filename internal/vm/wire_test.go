@@ -12,7 +12,7 @@ import (
 // sampleHead is a request head as the handler writes one: every kind of
 // field and header, coded and not.
 func sampleHead() []byte {
-	b := wire.AppendRequestStart(nil, wire.ReqTLS|wire.ReqBody, 65536)
+	b := wire.AppendRequestStart(nil, wire.ReqTLS|wire.ReqBody, 65536, 1<<62+12345)
 	for i := 0; i < wire.FieldCount; i++ {
 		switch i {
 		case wire.FieldContentType:
@@ -56,7 +56,7 @@ func TestRequestHeadGoToC(t *testing.T) {
 	if !reflect.DeepEqual(c.Headers, want) || wire.HeaderNames[35] != "X-Requested-With" {
 		t.Fatalf("headers %+v, want %+v", c.Headers, want)
 	}
-	if c.Flags != wire.ReqTLS|wire.ReqBody || c.Window != 65536 || c.Present[wire.FieldContentType] ||
+	if c.Flags != wire.ReqTLS|wire.ReqBody || c.Window != 65536 || c.Arrived != 1<<62+12345 || c.Present[wire.FieldContentType] ||
 		c.Fields[wire.FieldURI] != "fff\x00é" || !c.Present[wire.FieldPath] {
 		t.Fatalf("fixed part %+v", c)
 	}
@@ -147,7 +147,7 @@ func TestTemplateSettingsGoToC(t *testing.T) {
 func FuzzRequestHeadReaders(f *testing.F) {
 	f.Add(sampleHead())
 	f.Add([]byte{})
-	f.Add(wire.AppendRequestStart(nil, 0, 0))
+	f.Add(wire.AppendRequestStart(nil, 0, 0, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, cok := readRequestHeadC(b)
 		g, err := wire.ReadRequestHead(b)

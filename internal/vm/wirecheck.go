@@ -28,7 +28,7 @@ func readRequestHeadC(p []byte) (wire.RequestHead, bool) {
 	if C.rv_req_head_read((*C.char)(cp), C.size_t(len(p)), &ch) == 0 {
 		return h, false
 	}
-	h.Flags, h.Window = uint8(ch.flags), uint32(ch.window)
+	h.Flags, h.Window, h.Arrived = uint8(ch.flags), uint32(ch.window), uint64(ch.arrived)
 	for i := range h.Fields {
 		if ch.field_len[i] >= 0 {
 			h.Fields[i] = C.GoStringN(ch.field[i], C.int(ch.field_len[i]))

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"time"
 )
 
 var order = binary.NativeEndian
@@ -74,9 +75,16 @@ var headerCodes = func() map[string]uint16 {
 
 // AppendRequestStart appends a request head's fixed part; its fields
 // follow (AppendString, AppendAbsent), then its headers (AppendHeaderCount).
-func AppendRequestStart(b []byte, flags uint8, window uint32) []byte {
+func AppendRequestStart(b []byte, flags uint8, window uint32, arrived uint64) []byte {
 	b = append(b, flags, 0, 0, 0)
-	return order.AppendUint32(b, window)
+	b = order.AppendUint32(b, window)
+	return order.AppendUint64(b, arrived)
+}
+
+// HeadAux is an RV_OUT_HEAD's or RV_OUT_FILE's aux read: the status, and
+// how long the request waited from its head's arrival to the app's call.
+func HeadAux(aux uint64) (status int, queued time.Duration) {
+	return int(uint32(aux)), time.Duration(aux>>AuxQueuedShift) * time.Microsecond
 }
 
 // AppendHeaderCount appends a zero header count and says where it is,
@@ -131,6 +139,7 @@ func AppendHeader(b []byte, name string, values []string, sep string) []byte {
 type RequestHead struct {
 	Flags   uint8
 	Window  uint32
+	Arrived uint64 // CLOCK_MONOTONIC ns
 	Fields  [FieldCount]string
 	Present [FieldCount]bool
 	Headers []RequestHeader
@@ -154,6 +163,7 @@ func ReadRequestHead(p []byte) (RequestHead, error) {
 	}
 	h.Flags = p[ReqFlagsAt]
 	h.Window = order.Uint32(p[ReqWindowAt:])
+	h.Arrived = order.Uint64(p[ReqArrivedAt:])
 	p = p[ReqFieldsAt:]
 	for i := range h.Fields {
 		s, rest, ok := ReadString(p)

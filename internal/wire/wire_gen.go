@@ -42,11 +42,11 @@ const (
 )
 
 const (
-	// status (aux) and a response head, then maybe body bytes
+	// status and queue time (aux) and a response head, then maybe body bytes
 	OutHead = 32
 	// response body bytes
 	OutData = 33
-	// a response head whose body is the file it carries (aux: status)
+	// a response head whose body is the file it carries (aux: as RV_OUT_HEAD's)
 	OutFile = 34
 	// the response failed: cut it; before the head, aux is the status to answer (0: 500)
 	OutReset = 35
@@ -161,8 +161,10 @@ const (
 	ReqFlagsAt = 0
 	// u32
 	ReqWindowAt = 4
+	// u64
+	ReqArrivedAt = 8
 	// the first field
-	ReqFieldsAt = 8
+	ReqFieldsAt = 16
 )
 
 const (
@@ -187,6 +189,10 @@ const (
 	// the user a server in front authenticated; absent without one
 	FieldRemoteUser = 12
 	FieldCount      = 13
+)
+
+const (
+	AuxQueuedShift = 32
 )
 
 const (

@@ -19,7 +19,8 @@ import (
 // pool makes a pool of workers that are only the front end's view of
 // them: no process behind, for the balancing's own tests.
 func pool(n int) (*Pool, []*Handle) {
-	p := &Pool{slots: make([]atomic.Pointer[Handle], n), slotSt: make([]slotState, n)}
+	p := &Pool{slots: make([]atomic.Pointer[Handle], MaxWorkers), slotSt: make([]slotState, MaxWorkers)}
+	p.size.Store(int32(n))
 	var ws []*Handle
 	for i := range n {
 		w := &Handle{pool: p, slot: i}
@@ -27,6 +28,38 @@ func pool(n int) (*Pool, []*Handle) {
 		ws = append(ws, w)
 	}
 	return p, ws
+}
+
+// A pool shrinks from its last slot, whose worker no request picks once
+// it retires (it stops when its requests end), and never below one.
+func TestShrink(t *testing.T) {
+	p, ws := pool(3)
+	for _, w := range ws {
+		w.inflight.Store(1) // retiring, it drains: no stop yet
+	}
+	ws[0].inflight.Store(9)
+	ws[1].inflight.Store(9)
+	for want := 2; want >= 1; want-- {
+		if n, err := p.Shrink(); n != want || err != nil {
+			t.Fatalf("Shrink: %d, %v; want %d", n, err, want)
+		}
+		if !ws[want].retiring.Load() {
+			t.Fatalf("the worker of slot %d does not retire", want)
+		}
+		for range 10 {
+			if w := p.Pick(); w.slot >= want {
+				t.Fatalf("slot %d picked in a pool of %d", w.slot, want)
+			}
+		}
+	}
+	if n, err := p.Shrink(); n != 1 || err == nil {
+		t.Fatalf("below one worker: %d, %v", n, err)
+	}
+	var seen []int
+	p.Each(func(slot int, _ *Handle, _ int64) { seen = append(seen, slot) })
+	if len(seen) != 1 {
+		t.Fatalf("Each saw slots %v of a pool of one", seen)
+	}
 }
 
 // A request goes to the worker with the fewest requests in flight; ties

@@ -60,11 +60,12 @@ type Pool struct {
 	cfg       Config
 	tmplMu    sync.Mutex               // one fork at a time; a new template between them
 	tmpl      *template                // with --preload
-	slots     []atomic.Pointer[Handle] // the worker serving each slot; nil while one starts
+	slots     []atomic.Pointer[Handle] // the worker serving each slot; nil while one starts (MaxWorkers of them)
+	size      atomic.Int32             // the slots in use, from 0 (Grow, Shrink)
 	rr        atomic.Uint32
 	mu        sync.Mutex
 	closing   bool
-	restartMu sync.Mutex     // one restart at a time
+	restartMu sync.Mutex     // one restart, or one change of size, at a time
 	live      sync.WaitGroup // workers not yet exited
 	slotSt    []slotState
 	stopped   chan struct{} // closed once stop is called
@@ -101,6 +102,8 @@ const (
 	// pssEvery bounds how often a forked worker's PSS is read, once its
 	// RSS is past maxRSS.
 	pssEvery = 100 * time.Millisecond
+	// MaxWorkers is the most workers a pool may have.
+	MaxWorkers = 256
 	// DefaultTimeout is --worker-timeout's default.
 	DefaultTimeout = 30 * time.Second
 	// bootTimeouts is how many timeouts a worker may take to load its app
@@ -120,8 +123,12 @@ func Start(cfg Config) (*Pool, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	p := &Pool{cfg: cfg, slots: make([]atomic.Pointer[Handle], cfg.Workers),
-		slotSt: make([]slotState, cfg.Workers), stopped: make(chan struct{})}
+	if cfg.Workers < 1 || cfg.Workers > MaxWorkers {
+		return nil, fmt.Errorf("ruvoy: %d workers: want 1 to %d", cfg.Workers, MaxWorkers)
+	}
+	p := &Pool{cfg: cfg, slots: make([]atomic.Pointer[Handle], MaxWorkers),
+		slotSt: make([]slotState, MaxWorkers), stopped: make(chan struct{})}
+	p.size.Store(int32(cfg.Workers))
 	if len(cfg.Template) > 0 {
 		t, err := p.startTemplate()
 		if err != nil {
@@ -258,7 +265,7 @@ func socketPair(what string) (*net.UnixConn, *os.File, error) {
 // longest held the very last), one that has stopped reporting after that;
 // among equals, the next after the last one picked. nil: none serves.
 func (p *Pool) Pick() *Handle {
-	n := uint32(len(p.slots))
+	n := uint32(p.size.Load())
 	start := p.rr.Add(1)
 	var best *Handle
 	bestLoad := int64(-1)
@@ -285,7 +292,7 @@ func (p *Pool) Pick() *Handle {
 // Serving says whether a worker takes requests: one that is not leaving
 // and reports.
 func (p *Pool) Serving() bool {
-	for i := range p.slots {
+	for i := range p.inUse() {
 		if w := p.slots[i].Load(); w != nil && !w.retiring.Load() && !w.gone.Load() && !w.silent.Load() {
 			return true
 		}
@@ -340,7 +347,7 @@ func (p *Pool) exited(w *Handle) {
 	p.slots[w.slot].CompareAndSwap(w, nil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closing || w.retiring.Load() {
+	if p.closing || w.retiring.Load() || w.slot >= p.inUse() {
 		return
 	}
 	st := &p.slotSt[w.slot]
@@ -370,7 +377,7 @@ func (p *Pool) replace(slot int) {
 		}
 		return
 	}
-	if p.closing {
+	if p.closing || slot >= p.inUse() { // the pool shrank meanwhile
 		w.retire()
 		return
 	}
@@ -394,9 +401,10 @@ func (p *Pool) Restart() error {
 			return err
 		}
 	}
-	fresh := make([]*Handle, len(p.slots))
-	errs := make(chan error, len(p.slots))
-	for i := range p.slots {
+	n := p.inUse()
+	fresh := make([]*Handle, n)
+	errs := make(chan error, n)
+	for i := range n {
 		go func() {
 			w, err := p.spawn(i)
 			fresh[i] = w
@@ -404,7 +412,7 @@ func (p *Pool) Restart() error {
 		}()
 	}
 	var first error
-	for range p.slots {
+	for range n {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -431,6 +439,54 @@ func (p *Pool) Restart() error {
 	return nil
 }
 
+// inUse is how many slots the pool has now.
+func (p *Pool) inUse() int { return int(p.size.Load()) }
+
+// Grow adds a worker in a new slot and returns the pool's size once it
+// serves; a worker that fails to boot leaves the pool as it was. One
+// change of size, or restart, at a time.
+func (p *Pool) Grow() (int, error) {
+	p.restartMu.Lock()
+	defer p.restartMu.Unlock()
+	n := p.inUse()
+	if n >= MaxWorkers {
+		return n, fmt.Errorf("ruvoy: the pool has %d workers already, the most it may", n)
+	}
+	p.slotSt[n] = slotState{}
+	p.size.Store(int32(n + 1)) // a slot whose worker starts: nil, as after a death
+	w, err := p.spawn(n)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil || p.closing {
+		p.size.Store(int32(n))
+		if w != nil {
+			w.retire()
+		}
+		return n, err
+	}
+	p.slots[n].Store(w)
+	p.announce()
+	return n + 1, nil
+}
+
+// Shrink retires the worker of the last slot, which stops once its
+// requests end, and returns the pool's size; never below one worker.
+func (p *Pool) Shrink() (int, error) {
+	p.restartMu.Lock()
+	defer p.restartMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.inUse()
+	if n <= 1 {
+		return n, fmt.Errorf("ruvoy: the pool has one worker: it keeps it")
+	}
+	p.size.Store(int32(n - 1)) // no new request picks the slot from now on
+	if w := p.slots[n-1].Swap(nil); w != nil {
+		w.retire()
+	}
+	return n - 1, nil
+}
+
 // check looks at the workers every second (more often under a short
 // timeout): one silent for silentAfter is picked last; one silent for the
 // pool's timeout (stopped, frozen) is killed, its requests answered 504
@@ -446,7 +502,7 @@ func (p *Pool) check() {
 		case <-t.C:
 		}
 		now := time.Now().UnixNano()
-		for i := range p.slots {
+		for i := range p.inUse() {
 			w := p.slots[i].Load()
 			if w == nil || w.gone.Load() || w.stopping.Load() {
 				continue
@@ -480,7 +536,7 @@ func (p *Pool) overRSS(w *Handle, rss uint64, measure string) {
 		go p.replace(w.slot)
 	}
 	alone := true
-	for i := range p.slots {
+	for i := range p.inUse() {
 		if o := p.slots[i].Load(); o != nil && o != w && !o.retiring.Load() && !o.gone.Load() && !o.replacing.Load() {
 			alone = false
 		}
@@ -530,7 +586,7 @@ func maxCode(codes []int) int {
 // Each calls f with each slot's number and the worker serving it (nil
 // while one starts), and the restarts of the slot so far.
 func (p *Pool) Each(f func(slot int, w *Handle, restarts int64)) {
-	for i := range p.slots {
+	for i := range p.inUse() {
 		f(i, p.slots[i].Load(), p.slotSt[i].restarts.Load())
 	}
 }
