@@ -146,7 +146,7 @@ func TestDirectOff(t *testing.T) {
 // followed by a half-close, HEAD, and a malformed chunked body followed by
 // a second request on the connection get the same answers as with
 // RUVOY_DIRECT=0, where the dispatcher carries every answer (whose answers
-// edges_test.go compares with Caddy alone): the same final responses,
+// safeguards_test.go compares with Caddy alone): the same final responses,
 // statuses, headers that matter and bodies, and the same end of the
 // connection. The framing may differ, and the test logs it: an answer
 // that reaches Go as a head, then an end, goes out chunked when the end

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// checkHead's verdicts, head by head; the e2e tests (test/ship_test.go)
+// checkHead's verdicts, head by head; the e2e tests (test/protocols_test.go)
 // send such requests to the real binary.
 func TestCheckHead(t *testing.T) {
 	refused := framing{}
