@@ -7,7 +7,7 @@ packages="ruby-dev ruby-rack build-essential curl"
 if [ "${1:-}" = test ]; then
   packages="$packages puma thin unicorn ruby-async ruby-async-http ruby-sinatra
     ruby-rails ruby-rack-timeout ruby-sqlite3 ruby-pg ruby-faye-websocket bundler wrk nghttp2-client
-    nginx haproxy postgresql chromium strace iproute2"
+    nginx haproxy postgresql chromium strace iproute2 podman runc debootstrap"
 fi
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
