@@ -214,7 +214,8 @@ func sigName(sig syscall.Signal) string {
 // no CAP_SYS_RESOURCE and mounts cgroups v1 and v2 side by side: podman
 // runs its containers with runc (crun refuses those cgroups), with
 // rlimits within the current ones (its defaults are higher), and on the
-// host's network (no port mapping: netavark's bridge needs iptables).
+// host's network (no port mapping: netavark's bridge calls iptables,
+// which setup-test does not install).
 func TestDeployContainerImage(t *testing.T) {
 	needRoot(t, "podman as root (image layers are mounts) and debootstrap")
 	for _, p := range []string{"podman", "runc", "debootstrap"} {
