@@ -1,13 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages ruvoy needs to build (ruby-dev), and with
-# "test" those the tests and benchmarks use. Only missing packages are
-# installed, so a second run costs nothing.
+# "test" those the tests and benchmarks use, and makes the container
+# test's base (build/container-base.sh). Only what is missing is
+# installed or made, so a second run costs nothing.
 set -eu
 packages="ruby-dev ruby-rack build-essential curl"
 if [ "${1:-}" = test ]; then
   packages="$packages puma thin unicorn ruby-async ruby-async-http ruby-sinatra
     ruby-rails ruby-rack-timeout ruby-sqlite3 ruby-pg ruby-faye-websocket bundler wrk nghttp2-client
-    nginx haproxy postgresql chromium strace iproute2"
+    nginx haproxy postgresql chromium strace iproute2 podman runc debootstrap"
 fi
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
@@ -23,7 +24,13 @@ missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-echo "installing:$missing"
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if [ -n "$missing" ]; then
+  echo "installing:$missing"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+if [ "${1:-}" = test ]; then
+  # The base of the container test's image, a Debian root made once with
+  # debootstrap (minutes): here rather than within the tests' timeout.
+  "$(dirname "$0")/container-base.sh" >/dev/null
+fi

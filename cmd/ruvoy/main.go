@@ -24,6 +24,7 @@ import (
 
 	_ "github.com/ruvoy/ruvoy/caddy"
 	"github.com/ruvoy/ruvoy/internal/cluster"
+	"github.com/ruvoy/ruvoy/internal/cluster/frontend"
 	"github.com/ruvoy/ruvoy/internal/cluster/worker"
 	"github.com/ruvoy/ruvoy/internal/host"
 	"github.com/ruvoy/ruvoy/internal/serve"
@@ -41,6 +42,9 @@ func main() {
 		os.Unsetenv(cluster.FDEnv) // not for the app's child processes
 		os.Exit(worker.Run(n))
 	}
+	// PID 1 (a container's first process): the orphans of the whole pid
+	// namespace are this process's to wait for.
+	frontend.ReapAsInit()
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
 		case "help": // Caddy's own help names caddy, not ruvoy's options

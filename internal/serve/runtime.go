@@ -120,7 +120,6 @@ func (rt *Runtime) bootLocal() error {
 	if err := rt.vm.Boot(); err != nil {
 		return err
 	}
-	frontend.LocalVM() // its app waits for its own children
 	rt.releaseWhenIdle()
 	return nil
 }

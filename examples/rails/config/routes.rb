@@ -14,5 +14,7 @@ Rails.application.routes.draw do
     get "probes/pool", to: "probes#pool"
     get "probes/count", to: "probes#count"
     get "probes/send_file", to: "probes#send_file"
+    get "probes/sleep", to: "probes#sleep_for"
+    get "probes/orphan", to: "probes#orphan"
   end
 end

@@ -5,11 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -19,15 +17,14 @@ import (
 // the orphans. With --preload this process is a child subreaper (template.go): the
 // processes a worker's app leaves behind when the worker exits come to it,
 // not to init, and each that exits stays a zombie until it is waited for.
-// The front end waits for those it does not know; the ones it started or
-// forked (children) each have a waiter of their own.
+// As PID 1 (a container's first process) it is init, and every orphan in
+// its pid namespace comes to it the same way (ReapAsInit). The front end
+// waits for those it does not know; the ones it started or forked
+// (children) each have a waiter of their own.
 var (
 	childrenMu sync.Mutex // held from a child's start until it is registered
 	children   = map[int]bool{}
 	reapOnce   sync.Once
-	// reapOff: this process runs a VM of its own, whose app waits for its
-	// own children (Process.wait): none may be taken from it.
-	reapOff atomic.Bool
 )
 
 // startSelf starts this binary again as title, with env added and files
@@ -52,10 +49,6 @@ func startSelf(title, env string, files ...*os.File) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// LocalVM says this process runs an app in its own VM: orphans are no
-// longer waited for (docs/limits.md).
-func LocalVM() { reapOff.Store(true) }
-
 // started registers a child the pool waits for itself; the caller holds
 // childrenMu from before the child started.
 func started(pid int) { children[pid] = true }
@@ -67,42 +60,54 @@ func waited(pid int) {
 	childrenMu.Unlock()
 }
 
+// ReapAsInit waits for orphans when this process is its pid namespace's
+// init (PID 1: a container's first process, `unshare --pid --fork`): the
+// kernel gives init every process whose parent exits, and nobody else
+// waits for them. Elsewhere init or a subreaper above does.
+func ReapAsInit() {
+	if os.Getpid() == 1 {
+		reapOrphans(time.Second)
+	}
+}
+
 // reapOrphans starts waiting for orphans, once: at each SIGCHLD and every
-// few seconds (a signal may cover several exits).
-func reapOrphans() {
+// period (a signal may cover several exits, and with a VM in this process
+// Ruby's handler takes SIGCHLD from Go: rv_signals.c).
+func reapOrphans(period time.Duration) {
 	reapOnce.Do(func() {
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGCHLD)
 		go func() {
-			t := time.NewTicker(5 * time.Second)
+			t := time.NewTicker(period)
 			for {
 				select {
 				case <-ch:
 				case <-t.C:
 				}
-				if !reapOff.Load() {
-					reapZombies()
-				}
+				reapZombies()
 			}
 		}()
 	})
 }
 
-// reapZombies waits for the exited children this process did not start.
+// reapZombies waits for the orphans that have exited. The kernel hands an
+// orphan to the main thread of the process that takes it up (the first
+// live thread of the group), while a child belongs to the thread that
+// forked it: the app's own children are the VM thread's (or its Ruby
+// threads'), and stay the app's to wait for (Process.wait, system). The
+// main thread runs no Ruby; the children it started are registered, and
+// their waiters have them.
 func reapZombies() {
 	childrenMu.Lock()
 	defer childrenMu.Unlock()
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, field := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(field)
-			if err != nil || children[pid] || !zombie(pid) {
-				continue
-			}
-			var ws syscall.WaitStatus
-			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", os.Getpid()))
+	for _, field := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(field)
+		if err != nil || children[pid] || !zombie(pid) {
+			continue
 		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	}
 }
 

@@ -38,7 +38,7 @@ func startTemplate(settings []byte, bootTimeout, forkTimeout time.Duration) (*te
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("ruvoy: --preload: taking up the forked workers (PR_SET_CHILD_SUBREAPER): %w", err)
 	}
-	reapOrphans()
+	reapOrphans(5 * time.Second)
 	conn, theirs, err := socketPair("ruvoy: the template's socket")
 	if err != nil {
 		return nil, err

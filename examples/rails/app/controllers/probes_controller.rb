@@ -22,6 +22,20 @@ class ProbesController < ApplicationController
     render json: { count: Article.where("title LIKE ?", "#{params[:prefix]}%").count }
   end
 
+  # A request still under way when the server is told to stop
+  # (test/container_test.go).
+  def sleep_for
+    sleep Float(params.fetch(:s, "1"))
+    render plain: "slept"
+  end
+
+  # A child that starts a grandchild and exits: the grandchild, orphaned,
+  # goes to PID 1 in a container. Its pid, as this process sees it.
+  def orphan
+    out = IO.popen(["sh", "-c", "sleep #{Float(params.fetch(:s, "1"))} >/dev/null 2>&1 & echo $!"], &:read)
+    render plain: out.strip
+  end
+
   # A file body Go sends (to_path), as send_file makes it.
   def send_file
     super Rails.root.join("public", "robots.txt"), type: "text/plain", disposition: "inline"
