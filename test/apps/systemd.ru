@@ -12,11 +12,12 @@ run lambda { |env|
   text = { "content-type" => "text/plain" }
   query = Rack::Utils.parse_query(env["QUERY_STRING"])
   case env["PATH_INFO"]
-  when "/spin"
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(query.fetch("s"))
+  when "/spin" # answers when it began, on CLOCK_MONOTONIC (ns), which the test reads too
+    began = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    deadline = began + (Float(query.fetch("s")) * 1e9).to_i
     x = 0
-    x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-    [200, text, ["spun"]]
+    x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) < deadline
+    [200, text, ["spun #{began}"]]
   when "/sleep"
     sleep Float(query.fetch("s"))
     [200, text, ["slept"]]
