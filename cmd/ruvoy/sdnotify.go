@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -67,12 +68,12 @@ const (
 // read NOTIFY_SOCKET as the process began.
 func newSDNotify(rt *serve.Runtime, rackup string, getenv func(string) string) *sdNotify {
 	path := getenv(notifySocketEnv)
+	if path == "" {
+		return nil // not under systemd's notify: the environment stays as it is
+	}
 	watchdog := watchdogInterval(getenv(watchdogUsecEnv), getenv(watchdogPIDEnv), os.Getpid())
 	for _, name := range []string{notifySocketEnv, watchdogUsecEnv, watchdogPIDEnv} {
 		os.Unsetenv(name)
-	}
-	if path == "" {
-		return nil
 	}
 	return &sdNotify{addr: &net.UnixAddr{Name: path, Net: "unixgram"}, watchdog: watchdog, rt: rt, rackup: rackup}
 }
@@ -82,8 +83,8 @@ func newSDNotify(rt *serve.Runtime, rackup string, getenv func(string) string) *
 // reads them.
 func watchdogInterval(usec, pid string, self int) time.Duration {
 	n, err := strconv.ParseUint(usec, 10, 63)
-	if err != nil || n == 0 {
-		return 0
+	if err != nil || n == 0 || n > math.MaxInt64/uint64(time.Microsecond) {
+		return 0 // none, or past what a Duration holds (no watchdog would wait so long)
 	}
 	if pid != "" && pid != strconv.Itoa(self) {
 		return 0
@@ -197,7 +198,7 @@ func (n *sdNotify) stop(sig string) {
 func (n *sdNotify) run() {
 	tick := statusEvery
 	if n.watchdog > 0 {
-		tick = min(tick, n.watchdog/4)
+		tick = max(min(tick, n.watchdog/4), 10*time.Millisecond)
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()

@@ -26,6 +26,7 @@ func TestWatchdogInterval(t *testing.T) {
 		{"3000000", "", 3 * time.Second},
 		{"3000000", "42", 3 * time.Second},
 		{"3000000", "43", 0},
+		{"9223372036854775807", "", 0}, // past a Duration
 	} {
 		if got := watchdogInterval(c.usec, c.pid, 42); got != c.want {
 			t.Errorf("WATCHDOG_USEC=%q WATCHDOG_PID=%q: %v, want %v", c.usec, c.pid, got, c.want)
@@ -101,13 +102,17 @@ func TestStatusLine(t *testing.T) {
 	}
 }
 
-// Without NOTIFY_SOCKET nothing is made; with it, systemd's variables
+// Without NOTIFY_SOCKET nothing is made, nor changed; with it, systemd's variables
 // leave the environment (the workers and the app's children inherit
 // it), and a reload says RELOADING=1 with MONOTONIC_USEC in one datagram.
 func TestSDNotify(t *testing.T) {
-	env := map[string]string{}
+	env := map[string]string{watchdogUsecEnv: "5000000"}
+	t.Setenv(watchdogUsecEnv, "5000000")
 	if n := newSDNotify(nil, "config.ru", func(k string) string { return env[k] }); n != nil {
 		t.Fatal("a notifier without NOTIFY_SOCKET")
+	}
+	if os.Getenv(watchdogUsecEnv) != "5000000" {
+		t.Fatal("without NOTIFY_SOCKET the environment changed")
 	}
 	var none *sdNotify
 	none.booting(2) // a nil one does nothing
