@@ -191,10 +191,11 @@ func (n *sdNotify) stop(sig string) {
 }
 
 // run sends the STATUS when it changes and pings the watchdog, forever.
-// The pings come every half interval while every VM answers, and at once
-// when they answer again after a hold; so pings stop only for a hold
-// longer than half the interval, and systemd acts on one that lasts from
-// one to one and a half intervals on (docs/deployment.md).
+// It looks every tick (a second, or a quarter interval when shorter):
+// the pings come every half interval while every VM answers, and at the
+// first look after a hold; so they stop only for a hold longer than half
+// the interval, and systemd acts on none shorter than three quarters, on
+// every one longer than one and a half (docs/deployment.md).
 func (n *sdNotify) run() {
 	tick := statusEvery
 	if n.watchdog > 0 {
