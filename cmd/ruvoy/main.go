@@ -132,8 +132,10 @@ func serveApp(args []string) int {
 	rt := serve.Start(serve.Options{Program: os.Args[0], Args: opts.rest, ProcsByLoad: true})
 	con := newConsole(os.Stdout)
 	rt.SetConsole(con.log, railsExit())
+	sd := newSDNotify(rt, opts.rackupArg, os.Getenv) // nil unless systemd's NOTIFY_SOCKET is set
+	sd.booting(opts.handler.Workers)
 	caddy.TrapSignals()
-	announceStop(rt, opts.drainDelay, opts.grace)
+	announceStop(rt, sd, opts.drainDelay, opts.grace)
 	if err := caddy.Load(cfg, true); err != nil {
 		// Ruby's error first: Caddy's chain of what it was provisioning
 		// says nothing a user needs.
@@ -162,7 +164,8 @@ func serveApp(args []string) int {
 	con.serving(banner{version: lib.Version, ruby: host.RubyVersion(), caddy: caddyVersion,
 		rackup: opts.rackupArg, url: opts.url(), environment: opts.handler.Environment, pid: os.Getpid(),
 		workers: opts.handler.Workers, preload: opts.handler.Preload, listeners: listeners})
-	reloadOnSignal(cfg, rt)
+	sd.serving()
+	reloadOnSignal(cfg, rt, sd, opts.handler.Workers > 0)
 	return 0 // not reached: signals end the process (caddy.TrapSignals)
 }
 
@@ -171,17 +174,21 @@ func serveApp(args []string) int {
 // old ones stop once their requests end, while the server and its
 // connections stay; in one process the config is loaded again and the
 // rackup parsed again in the same VM (docs/cli.md). A rackup that fails
-// to load leaves the running app serving.
-func reloadOnSignal(cfg []byte, rt *serve.Runtime) {
+// to load leaves the running app serving. systemd hears RELOADING=1
+// before and READY=1 after (sd; Caddy's own pair comes only with a
+// config load).
+func reloadOnSignal(cfg []byte, rt *serve.Runtime, sd *sdNotify, workers bool) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGUSR2, syscall.SIGHUP)
 	for sig := range signals {
 		log := caddy.Log().Named("ruvoy")
 		log.Warn("ruvoy: reloading the app", zap.String("signal", sig.String()))
+		sd.reloading(signalName(sig), workers)
 		restarted, err := rt.RestartWorkers()
 		if !restarted {
 			err = caddy.Load(cfg, true)
 		}
+		sd.reloaded(err != nil)
 		if err != nil {
 			if boot := rt.LastBootError(); boot != nil {
 				err = boot
@@ -191,6 +198,14 @@ func reloadOnSignal(cfg []byte, rt *serve.Runtime) {
 		}
 		log.Warn("ruvoy: reloaded")
 	}
+}
+
+// signalName names a reload signal as systemctl and kill do.
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGHUP {
+		return "SIGHUP"
+	}
+	return "SIGUSR2"
 }
 
 // boundPort is the port the server listens on (-p 0 lets the kernel pick

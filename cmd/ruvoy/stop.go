@@ -13,8 +13,9 @@ import (
 // server is stopping gracefully, how long it serves on first (drain) and
 // how many requests it lets finish
 // (Caddy's handler, caddy.TrapSignals, does the stopping; the runtime
-// says how it ended, Runtime.Stopped).
-func announceStop(rt *serve.Runtime, drain, grace time.Duration) {
+// says how it ended, Runtime.Stopped), and systemd's STATUS says so
+// too (sd: nil unless the unit listens).
+func announceStop(rt *serve.Runtime, sd *sdNotify, drain, grace time.Duration) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -24,6 +25,7 @@ func announceStop(rt *serve.Runtime, drain, grace time.Duration) {
 		if sig == syscall.SIGINT {
 			name = "SIGINT"
 		}
+		sd.stop(name)
 		rt.Stopping(name, drain, grace)
 	}()
 }

@@ -51,7 +51,10 @@ type Figures struct {
 // (apps, and the old and new app across a reload).
 type WorkerFigures struct {
 	InFlight, Restarts int64
-	Held               bool
+	Up                 bool          // a worker serves the slot (not one restarting)
+	Held               bool          // Ruby code holds its VM thread
+	HeldFor            time.Duration // for this long (the longest over the pools)
+	Silence            time.Duration // since it last reported (the longest)
 	RSS                uint64
 	Busy               time.Duration
 	QueueTime          Histogram // its requests'
@@ -82,8 +85,11 @@ func (rt *Runtime) Figures() Figures {
 			return
 		}
 		f.Serving++
+		s.Up = true
 		s.InFlight += w.InFlight()
 		s.Held = s.Held || w.Held()
+		s.HeldFor = max(s.HeldFor, w.HeldFor())
+		s.Silence = max(s.Silence, w.Silence())
 		if r := w.Stats(); r != nil {
 			s.RSS += r.RSS
 			s.Busy += r.Busy

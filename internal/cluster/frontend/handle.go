@@ -72,6 +72,21 @@ func (w *Handle) InFlight() int64 { return w.inflight.Load() }
 // Held says whether Ruby code holds the worker's VM thread (it said so).
 func (w *Handle) Held() bool { return w.heldSince.Load() != 0 }
 
+// HeldFor is how long Ruby code has held the worker's VM thread, from
+// when the worker said so (rv_held.c: once a hold passes 10 ms); 0: not held.
+func (w *Handle) HeldFor() time.Duration {
+	if since := w.heldSince.Load(); since != 0 {
+		return max(time.Duration(time.Now().UnixNano()-since), 0)
+	}
+	return 0
+}
+
+// Silence is how long since the worker last reported (it does every
+// cluster.StatsEvery, from a thread its app does not hold).
+func (w *Handle) Silence() time.Duration {
+	return max(time.Duration(time.Now().UnixNano()-w.heard.Load()), 0)
+}
+
 // Start hands the worker a new request (app: the app it runs); false when
 // the worker is gone and the request never reached it.
 func (w *Handle) Start(stream, app uint64, head []byte) bool {
