@@ -129,7 +129,7 @@ static void template_main(void)
     prctl(PR_SET_NAME, "ruvoy-template");
     /* The front end's signals, as a worker's Go side ignores them: it
      * stops the workers and the template after its drain. */
-    int ignore[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTTIN, SIGTTOU,
+    int ignore[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGTTIN, SIGTTOU,
                     SIGPIPE}; /* a socket the front end closed fails a write, not the process */
     for (size_t i = 0; i < sizeof ignore / sizeof ignore[0]; i++)
         signal(ignore[i], SIG_IGN);

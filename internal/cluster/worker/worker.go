@@ -55,9 +55,10 @@ func Run(fd int) int {
 	// Signals are the front end's: a Ctrl-C or a service manager's TERM
 	// reaches every process of the group, and a worker stops when the
 	// front end tells it to, after the drain.
-	// SIGTTIN and SIGTTOU (workers added or retired) are the front end's
-	// too, and would stop a process that does not take them.
-	ossignal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTTIN, syscall.SIGTTOU)
+	// SIGQUIT (systemd's watchdog signal in docs/deployment.md's unit, to
+	// the whole group unless KillMode=mixed), SIGTTIN and SIGTTOU (workers
+	// added or retired) are the front end's too.
+	ossignal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTTIN, syscall.SIGTTOU)
 	// The worker's Go side has little to do once the VM thread relays the
 	// frames (its figures, the urgent socket): one processor keeps it from
 	// waking a second thread to look for work, on a core a VM thread needs.
