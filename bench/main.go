@@ -63,6 +63,7 @@ func main() {
 			run.round(r, servers[(i+r)%len(servers)], scens)
 		}
 	}
+	runAtExit()
 	summary := run.summary(machine, servers, scens)
 	fmt.Print("\n" + summary)
 	check(os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644))
@@ -135,6 +136,7 @@ func pick[T any](list string, byName func(string) (T, bool)) []T {
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		runAtExit()
 		os.Exit(1)
 	}
 }

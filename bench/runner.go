@@ -37,6 +37,7 @@ type runner struct {
 	results    map[key][]sample
 	restRSS    map[string][]float64 // MiB after start and warm-up, before load
 	rails      *fixture             // examples/rails, prepared when a scenario needs it
+	railsPG    *fixture             // the same on PostgreSQL, with the pages that wait (waits.go)
 	thinWraps  map[string]string    // rackup -> its Rack::ContentLength wrapper
 	sawFailure bool
 	fastest    time.Duration // the probe loop's shortest time on any core in this run
@@ -76,6 +77,9 @@ func (r *runner) round(n int, srv server, scens []scenario) {
 		if g.app == "rails" {
 			f = r.railsFixture(srv.root)
 		}
+		if g.app == "rails-pg" {
+			f = r.railsPGFixture(srv.root)
+		}
 		r.serve(n, srv, f, g, byGroup[g])
 	}
 }
@@ -94,11 +98,11 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		cmd = exec.Command("taskset", append([]string{"-c", "1", cmd.Path}, cmd.Args[1:]...)...)
 	}
 	if srv.root != nil {
-		env := append([]string{"RACK_ENV=production", "RUVOY_TEST_EXT=" + srv.root.ext}, f.env...)
+		env := append(append([]string{"RACK_ENV=production", "RUVOY_TEST_EXT=" + srv.root.ext}, f.env...), srv.env...)
 		cmd = srv.root.command(r.root, f.dir, env, cmd.Args...)
 	} else {
 		cmd.Dir = f.dir
-		cmd.Env = append(append(os.Environ(), "RACK_ENV=production"), f.env...)
+		cmd.Env = append(append(append(os.Environ(), "RACK_ENV=production"), f.env...), srv.env...)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	tag := fmt.Sprintf("%s-%s", strings.ReplaceAll(srv.name, ":", "-"), filepath.Base(f.dir))
