@@ -53,7 +53,7 @@ func main() {
 		check(roots[suite].prepare(root))
 	}
 	run := &runner{root: root, out: out, started: started, results: map[key][]sample{},
-		restRSS: map[string][]float64{}, thinWraps: map[string]string{}}
+		restRSS: map[string][]float64{}, thinWraps: map[string]string{}, yjitMem: map[string][]yjitProc{}}
 	run.cert, run.key = selfSignedCert(out)
 	machine := describeMachine()
 	fmt.Printf("%s\n%s%s%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",

@@ -152,6 +152,7 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 	}
 	b.WriteString(r.acrossWorkers(servers, scens))
 	b.WriteString(r.waitsSummary(servers, scens))
+	b.WriteString(r.yjitSummary(servers))
 	b.WriteString(r.resources(servers))
 	b.WriteString(r.targets(servers))
 	return b.String()
