@@ -72,11 +72,14 @@ func railsSeed() [][]string {
 
 // yjitSetting gives the Rails app in dir the benchmark's YJIT setting
 // (bench/apps/rails-waits/yjit.rb): on for a server started with
-// RUBY_YJIT_ENABLE=1, else off, whatever Rails' own default.
+// RUBY_YJIT_ENABLE=1, else off, whatever Rails' own default; and the
+// warmed template of +warm servers (warm.rb).
 func yjitSetting(root, dir string) {
-	b, err := os.ReadFile(filepath.Join(root, "bench/apps/rails-waits/yjit.rb"))
-	check(err)
-	check(os.WriteFile(filepath.Join(dir, "config/initializers/ruvoy_bench_yjit.rb"), b, 0o644))
+	for _, name := range []string{"yjit.rb", "warm.rb"} {
+		b, err := os.ReadFile(filepath.Join(root, "bench/apps/rails-waits", name))
+		check(err)
+		check(os.WriteFile(filepath.Join(dir, "config/initializers/ruvoy_bench_"+name), b, 0o644))
+	}
 }
 
 type setupError struct {

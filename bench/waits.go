@@ -162,10 +162,10 @@ func (r *runner) railsPGFixture(d *debRoot) *fixture {
 // and routes /waits/db and /waits/http to it.
 func addWaitingPages(root, dir string) {
 	src := filepath.Join(root, "bench/apps/rails-waits")
+	yjitSetting(root, dir)
 	copies := map[string]string{
 		"waits_controller.rb": "app/controllers/waits_controller.rb",
 		"index.html.erb":      "app/views/waits/index.html.erb",
-		"yjit.rb":             "config/initializers/ruvoy_bench_yjit.rb",
 	}
 	for from, to := range copies {
 		b, err := os.ReadFile(filepath.Join(src, from))
@@ -212,8 +212,10 @@ func waitScenarioNames() []string {
 //	ruvoy-wN[-preload]     ruvoy with N workers
 //
 // and after any server's name, +poolN (RAILS_MAX_THREADS=N: the Rails
-// app's database pool, per process) and +yjit (RUBY_YJIT_ENABLE=1: YJIT
-// on, for the Ruby and the Rails fixtures alike).
+// app's database pool, per process), +yjit (RUBY_YJIT_ENABLE=1: YJIT
+// on, for the Ruby and the Rails fixtures alike) and +warm (the Rails
+// fixtures' template, under ruvoy --preload, warmed before it forks:
+// bench/apps/rails-waits/warm.rb).
 var shapeRe = regexp.MustCompile(`^(?:puma-(\d+)|ruvoy)(?:-w(\d+))?(-preload)?$`)
 
 func shapedServer(name string) (server, bool) {
@@ -264,6 +266,9 @@ func shapedServer(name string) (server, bool) {
 		case m == "yjit":
 			s.env = append(append([]string{}, s.env...), "RUBY_YJIT_ENABLE=1")
 			s.label += ", YJIT"
+		case m == "warm":
+			s.env = append(append([]string{}, s.env...), "RUVOY_BENCH_WARM=1")
+			s.label += ", warmed template"
 		case strings.HasPrefix(m, "pool"):
 			n, err := strconv.Atoi(strings.TrimPrefix(m, "pool"))
 			if err != nil || n < 1 {
