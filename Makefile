@@ -16,7 +16,7 @@ export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags 2>/dev/null)
 # build/rbconfig.sh's word on what to do, said once.
 RUBY_CHECK = @build/rbconfig.sh ldflags >/dev/null
 
-.PHONY: all setup setup-test preflight serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core e2e-yjit test-trixie test-forky test-yjit stress-short fuzz-short bench bench-forky gem clean
+.PHONY: all setup setup-test preflight serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core e2e-yjit test-trixie test-forky test-yjit stress-short fuzz-short bench bench-forky bench-waits gem clean
 
 all: ruvoy
 
@@ -156,6 +156,16 @@ BENCH_FORKY_SERVERS := ruvoy,puma-5,puma-100,go-plain,ruvoy-w1,ruvoy-w2,puma-w1,
 bench-forky: setup-test ruvoy ruvoy-nethttp go-plain
 	bench/run -servers $(BENCH_FORKY_SERVERS),$$(echo $(BENCH_FORKY_SERVERS) | sed 's/\([^,]*\)/forky:\1/g') \
 		-scenarios noop,noop-c1,rails-page $(BENCH_FLAGS)
+
+# Pages that wait (PostgreSQL's pg_sleep, an HTTP API) and the render on
+# PostgreSQL, with YJIT on, in forky's root with its ruby3.3 rebuilt with
+# YJIT (build/debian-root.sh forky-yjit: Puma 8, Rails 7.2): ruvoy (pool
+# 25) beside Puma 8 -t 5 (pool 5, as Rails configures it) and -t 25
+# (pool 25), in one process and -w 2 --preload (docs/benchmarks.md, "YJIT").
+BENCH_WAITS_SERVERS := ruvoy+pool25+yjit,puma-5+yjit,puma-25+yjit,ruvoy-w2-preload+pool25+yjit,puma-5-w2-preload+yjit,puma-25-w2-preload+yjit
+bench-waits: setup-test ruvoy ruvoy-nethttp go-plain
+	bench/run -servers $$(echo $(BENCH_WAITS_SERVERS) | sed 's/\([^,]*\)/forky-yjit:\1/g') \
+		-scenarios rails-pg-page,rails-pg-db5,rails-pg-db50,rails-pg-http50 $(BENCH_FLAGS)
 
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
 # handler. pkg/ruvoy-VERSION-PLATFORM.gem

@@ -31,6 +31,7 @@ import (
 var (
 	rounds      = flag.Int("rounds", 5, "rounds per server and scenario")
 	duration    = flag.Duration("duration", 5*time.Second, "load duration per measurement")
+	warmup      = flag.Duration("warmup", 2*time.Second, "warm-up load after each start (YJIT compiles for longer)")
 	onlyServers = flag.String("servers", strings.Join(serverNames(), ","), "servers, comma-separated")
 	onlyScen    = flag.String("scenarios", strings.Join(scenarioNames(), ","), "scenarios, comma-separated")
 	variantEnv  = flag.String("ruvoy-env", "", "also run ruvoy with these VAR=VALUE settings (space-separated), as server ruvoy-env")

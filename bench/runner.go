@@ -137,7 +137,7 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		}
 		return
 	}
-	wrkRun(g.pinned, url+scens[0].warmPath(), 20, 2*time.Second, "") // warm-up
+	wrkRun(g.pinned, url+scens[0].warmPath(), 20, *warmup, "") // warm-up
 	if g == (group{}) {
 		_, rss := groupStat(cmd.Process.Pid)
 		r.restRSS[srv.name] = append(r.restRSS[srv.name], rss)

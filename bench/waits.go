@@ -118,21 +118,23 @@ func (r *runner) railsPGFixture(d *debRoot) *fixture {
 	if d == nil && r.railsPG != nil {
 		return r.railsPG
 	}
-	var dir, hostDir, version string
+	// The example as the checkout has it, or as the root's copy has it
+	// (its Gemfile.lock locked again against the suite's gems).
+	var dir, hostDir, example string
 	db := "bench_host"
 	if d != nil {
 		dir = inRoot + "/bench/.fixture-rails-pg"
 		hostDir = d.hostPath(dir)
-		version = d.rails
+		example = d.hostPath(inRoot + "/" + railsExample(d.rails))
 		db = "bench_" + strings.NewReplacer("-", "_").Replace(d.suite)
 	} else {
 		out, _ := exec.Command("ruby", "-e", `require "rails/version"; print Rails::VERSION::STRING`).Output()
 		dir = filepath.Join(r.out, "rails-pg-app")
 		hostDir = dir
-		version = string(out)
+		example = filepath.Join(r.root, railsExample(string(out)))
 	}
 	check(os.RemoveAll(hostDir))
-	check(exec.Command("cp", "-r", filepath.Join(r.root, railsExample(version)), hostDir).Run())
+	check(exec.Command("cp", "-r", example, hostDir).Run())
 	addWaitingPages(r.root, hostDir)
 	env := append(append([]string{}, railsEnv...), "DATABASE_URL="+pg.database(db), "RUVOY_BENCH_UPSTREAM="+upstreamURL)
 	for _, args := range railsSeed() {
