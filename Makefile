@@ -10,9 +10,13 @@ endif
 SOURCES := $(shell find . -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.rb' | grep -v '^./test/') go.mod go.sum
 export CGO_ENABLED := 1
 export CGO_CFLAGS = $(shell build/rbconfig.sh cflags) $(EXTRA_CFLAGS)
-export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags)
+export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags 2>/dev/null)
+# A Ruby ruvoy cannot embed (one without a shared libruby, as ruby-build
+# makes by default) stops a build before Go's linker, with
+# build/rbconfig.sh's word on what to do, said once.
+RUBY_CHECK = @build/rbconfig.sh ldflags >/dev/null
 
-.PHONY: all setup setup-test preflight serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core test-trixie test-forky stress-short fuzz-short bench bench-forky gem clean
+.PHONY: all setup setup-test preflight serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core e2e-yjit test-trixie test-forky test-yjit stress-short fuzz-short bench bench-forky bench-waits gem clean
 
 all: ruvoy
 
@@ -34,14 +38,17 @@ preflight:
 	@test/preflight
 
 ruvoy: $(SOURCES)
+	$(RUBY_CHECK)
 	$(GO) build -o $@ ./cmd/ruvoy
 
 # The same binary with the race detector, and with cgocheck2: the e2e tests
 # run against these.
 ruvoy-race: $(SOURCES)
+	$(RUBY_CHECK)
 	$(GO) build -race -o $@ ./cmd/ruvoy
 
 ruvoy-cgocheck2: $(SOURCES)
+	$(RUBY_CHECK)
 	GOEXPERIMENT=cgocheck2 $(GO) build -o $@ ./cmd/ruvoy
 
 serve: setup ruvoy
@@ -58,8 +65,10 @@ unit:
 	$(GO) test -race -count=1 ./internal/... ./lib/... ./caddy ./cmd/...
 	$(GO) test -race -count=1 -tags standin ./internal/host ./internal/serve ./internal/cluster/worker
 
+# Every end-to-end test but the one that needs a Ruby with a static
+# libruby, which the trixie-yjit root has (test-yjit runs it there).
 e2e: ruvoy-race
-	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/...
+	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/... -skip '^TestStaticRubyRefused$$'
 
 e2e-cgocheck: ruvoy-cgocheck2
 	RUVOY_BIN=$(CURDIR)/ruvoy-cgocheck2 $(GO) test -count=1 -short -timeout 20m ./test/... -run 'Core|Stream|Cluster|Hijack|Direct|Hostile'
@@ -102,13 +111,32 @@ e2e-core: ruvoy
 test-forky:
 	build/debian-root.sh forky make check e2e-core
 
+# The Ruby-facing end-to-end tests with YJIT on, as production runs Ruby:
+# RUBY_YJIT_ENABLE=1 reaches every server the tests start (ruvoy in one
+# process, its workers, forked or booted, and Puma beside it), and
+# test/yjit_test.go checks from requests that it is on (RUVOY_TEST_YJIT).
+# The core, streaming, hijack and WebSocket, cluster (with its chaos, with
+# and without --preload), frameworks, Action Cable, offload, runaway and
+# gem tests: those where Ruby runs; not the conventions and early hints
+# (HTTP/2 and 3 in Chromium), whose Ruby side the others cover.
+YJIT_TESTS := Core|Stream|Hijack|WebSocket|Cluster|Frameworks|Cable|Offload|Runaway|ShipGem|YJIT|StaticRuby
+e2e-yjit: ruvoy
+	RUBY_YJIT_ENABLE=1 RUVOY_TEST_YJIT=1 RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -short -timeout 30m ./test/... -run '$(YJIT_TESTS)'
+
+# Those on Debian 13's Ruby 3.3 built with YJIT from Debian's source
+# (build/ruby-yjit.sh), in a copy of the trixie root made once, where a
+# Ruby with a static libruby is too (TestStaticRubyRefused).
+test-yjit:
+	build/debian-root.sh trixie-yjit make ruvoy e2e-yjit
+
 # CI=1: a test whose prerequisite is missing fails instead of skipping
 # (test/prereq_test.go); build/debian-root.sh passes CI into the roots.
 test: export CI := $(or $(CI),1)
-test: setup-test preflight check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie test-forky
+test: setup-test preflight check ruvoy unit e2e e2e-cgocheck stress-short fuzz-short test-trixie test-forky test-yjit
 
 # The runtime under plain net/http, without Caddy: a benchmark diagnostic.
 ruvoy-nethttp: $(SOURCES)
+	$(RUBY_CHECK)
 	$(GO) build -o $@ ./bench/nethttp
 
 # Go's net/http answering by itself: the HTTP layer's floor, for the benchmark.
@@ -129,9 +157,20 @@ bench-forky: setup-test ruvoy ruvoy-nethttp go-plain
 	bench/run -servers $(BENCH_FORKY_SERVERS),$$(echo $(BENCH_FORKY_SERVERS) | sed 's/\([^,]*\)/forky:\1/g') \
 		-scenarios noop,noop-c1,rails-page $(BENCH_FLAGS)
 
+# Pages that wait (PostgreSQL's pg_sleep, an HTTP API) and the render on
+# PostgreSQL, with YJIT on, in forky's root with its ruby3.3 rebuilt with
+# YJIT (build/debian-root.sh forky-yjit: Puma 8, Rails 7.2): ruvoy (pool
+# 25) beside Puma 8 -t 5 (pool 5, as Rails configures it) and -t 25
+# (pool 25), in one process and -w 2 --preload (docs/benchmarks.md, "YJIT").
+BENCH_WAITS_SERVERS := ruvoy+pool25+yjit,puma-5+yjit,puma-25+yjit,ruvoy-w2-preload+pool25+yjit,puma-5-w2-preload+yjit,puma-25-w2-preload+yjit
+bench-waits: setup-test ruvoy ruvoy-nethttp go-plain
+	bench/run -servers $$(echo $(BENCH_WAITS_SERVERS) | sed 's/\([^,]*\)/forky-yjit:\1/g') \
+		-scenarios rails-pg-page,rails-pg-db5,rails-pg-db50,rails-pg-http50 $(BENCH_FLAGS)
+
 # The platform gem: the binary for this Ruby's ABI, its launcher, the Rack
 # handler. pkg/ruvoy-VERSION-PLATFORM.gem
 gem: $(SOURCES)
+	$(RUBY_CHECK)
 	rm -rf pkg/gem && mkdir -p pkg/gem/libexec pkg/gem/lib/ruvoy pkg/gem/lib/rack/handler pkg/gem/lib/rackup/handler
 	cp gem/ruvoy.gemspec README.md pkg/gem/
 	cp -r gem/exe pkg/gem/

@@ -31,6 +31,7 @@ import (
 var (
 	rounds      = flag.Int("rounds", 5, "rounds per server and scenario")
 	duration    = flag.Duration("duration", 5*time.Second, "load duration per measurement")
+	warmup      = flag.Duration("warmup", 2*time.Second, "warm-up load after each start (YJIT compiles for longer)")
 	onlyServers = flag.String("servers", strings.Join(serverNames(), ","), "servers, comma-separated")
 	onlyScen    = flag.String("scenarios", strings.Join(scenarioNames(), ","), "scenarios, comma-separated")
 	variantEnv  = flag.String("ruvoy-env", "", "also run ruvoy with these VAR=VALUE settings (space-separated), as server ruvoy-env")
@@ -53,7 +54,7 @@ func main() {
 		check(roots[suite].prepare(root))
 	}
 	run := &runner{root: root, out: out, started: started, results: map[key][]sample{},
-		restRSS: map[string][]float64{}, thinWraps: map[string]string{}}
+		restRSS: map[string][]float64{}, thinWraps: map[string]string{}, yjitMem: map[string][]yjitProc{}}
 	run.cert, run.key = selfSignedCert(out)
 	machine := describeMachine()
 	fmt.Printf("%s\n%s%s%d rounds of %s, server order rotated each round; raw output in %s\n\n%s\n\n",
@@ -63,6 +64,7 @@ func main() {
 			run.round(r, servers[(i+r)%len(servers)], scens)
 		}
 	}
+	runAtExit()
 	summary := run.summary(machine, servers, scens)
 	fmt.Print("\n" + summary)
 	check(os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644))
@@ -135,6 +137,7 @@ func pick[T any](list string, byName func(string) (T, bool)) []T {
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		runAtExit()
 		os.Exit(1)
 	}
 }

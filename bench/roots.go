@@ -25,6 +25,8 @@ type debRoot struct {
 	rails    string // its Rails version
 	ext      string // the blocking extension built for its Ruby (a path in the root)
 	fixture  *fixture
+	// pgFixture: the Rails example on PostgreSQL (waits.go)
+	pgFixture *fixture
 }
 
 var roots = map[string]*debRoot{}

@@ -37,9 +37,11 @@ type runner struct {
 	results    map[key][]sample
 	restRSS    map[string][]float64 // MiB after start and warm-up, before load
 	rails      *fixture             // examples/rails, prepared when a scenario needs it
+	railsPG    *fixture             // the same on PostgreSQL, with the pages that wait (waits.go)
 	thinWraps  map[string]string    // rackup -> its Rack::ContentLength wrapper
 	sawFailure bool
-	fastest    time.Duration // the probe loop's shortest time on any core in this run
+	fastest    time.Duration         // the probe loop's shortest time on any core in this run
+	yjitMem    map[string][]yjitProc // each server's processes' YJIT sizes (yjit.go)
 }
 
 // A fixture is a rackup the servers run, in its directory, with its env.
@@ -76,6 +78,9 @@ func (r *runner) round(n int, srv server, scens []scenario) {
 		if g.app == "rails" {
 			f = r.railsFixture(srv.root)
 		}
+		if g.app == "rails-pg" {
+			f = r.railsPGFixture(srv.root)
+		}
 		r.serve(n, srv, f, g, byGroup[g])
 	}
 }
@@ -90,15 +95,16 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 	if cmd == nil {
 		return // cannot serve this group (no TLS): n/a in the summary
 	}
+	srvEnv, stats := r.yjitStats(srv, n, f)
 	if g.pinned {
 		cmd = exec.Command("taskset", append([]string{"-c", "1", cmd.Path}, cmd.Args[1:]...)...)
 	}
 	if srv.root != nil {
-		env := append([]string{"RACK_ENV=production", "RUVOY_TEST_EXT=" + srv.root.ext}, f.env...)
+		env := append(append([]string{"RACK_ENV=production", "RUVOY_TEST_EXT=" + srv.root.ext}, f.env...), srvEnv...)
 		cmd = srv.root.command(r.root, f.dir, env, cmd.Args...)
 	} else {
 		cmd.Dir = f.dir
-		cmd.Env = append(append(os.Environ(), "RACK_ENV=production"), f.env...)
+		cmd.Env = append(append(append(os.Environ(), "RACK_ENV=production"), f.env...), srvEnv...)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	tag := fmt.Sprintf("%s-%s", strings.ReplaceAll(srv.name, ":", "-"), filepath.Base(f.dir))
@@ -115,7 +121,10 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		fmt.Printf("round %d %s: %v\n", n+1, srv.label, err)
 		return
 	}
-	defer stop(cmd)
+	defer func() {
+		stop(cmd)
+		r.readYJITStats(srv, stats)
+	}()
 	scheme := "http"
 	if g.tls {
 		scheme = "https"
@@ -128,7 +137,7 @@ func (r *runner) serve(n int, srv server, f *fixture, g group, scens []scenario)
 		}
 		return
 	}
-	wrkRun(g.pinned, url+scens[0].warmPath(), 20, 2*time.Second, "") // warm-up
+	wrkRun(g.pinned, url+scens[0].warmPath(), 20, *warmup, "") // warm-up
 	if g == (group{}) {
 		_, rss := groupStat(cmd.Process.Pid)
 		r.restRSS[srv.name] = append(r.restRSS[srv.name], rss)

@@ -20,6 +20,7 @@ type scenario struct {
 	tls         bool   // the server terminates TLS
 	h2          bool   // needs HTTP/2
 	pinned      bool   // server on CPU 1, load generator on CPU 0
+	named       bool   // only in a run whose -scenarios names it
 }
 
 // target is where a measurement sends its load and writes its raw output.
@@ -29,7 +30,7 @@ type target struct {
 	closes   bool // see server.closes
 }
 
-var scenarios = []scenario{
+var scenarios = append([]scenario{
 	{name: "noop", label: "no-op, HTTP/1.1, 100 connections", measure: func(t target) sample {
 		return wrk(t, "/", 100, "")
 	}},
@@ -83,7 +84,7 @@ var scenarios = []scenario{
 	// where Ruby's work dominates (CPU per request and PSS say most).
 	{name: "rails-page", label: "Rails scaffold page /articles (100 rows, HTML), 10 connections", app: "rails",
 		measure: func(t target) sample { return wrk(t, "/articles", 10, "") }},
-}
+}, waitScenarios...)
 
 // sweepNames are the sweep's own scenarios.
 var sweepNames = []string{"noop-c2", "noop-c4", "noop-c10", "noop-c32", "noop-c256"}
@@ -97,7 +98,9 @@ func sweepScenario(n int) scenario {
 func scenarioNames() []string {
 	var n []string
 	for _, s := range scenarios {
-		n = append(n, s.name)
+		if !s.named {
+			n = append(n, s.name)
+		}
 	}
 	return n
 }
@@ -153,7 +156,7 @@ func ttfb(t target) sample {
 
 // warmPath is what the warm-up asks for before a fixture's scenarios run.
 func (s scenario) warmPath() string {
-	if s.app == "rails" {
+	if s.app == "rails" || s.app == "rails-pg" {
 		return "/articles/1.json"
 	}
 	return "/"

@@ -42,6 +42,9 @@ type server struct {
 	// named: only in a run whose -servers names it (a setting measured
 	// side by side, not a cell of every run).
 	named bool
+	// env: settings added to the server's environment (a Rails app's
+	// database pool, YJIT: waits.go).
+	env []string
 }
 
 func (s server) runs(sc scenario) bool {
@@ -165,7 +168,8 @@ func ruvoyWithEnv(settings string) server {
 	return s
 }
 
-var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json", "rails-page"}
+var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json", "rails-page",
+	"rails-pg-page", "rails-pg-db5", "rails-pg-db50", "rails-pg-http50"}
 
 func ruvoyWorkers(n int) server {
 	s := ruvoyServer
@@ -252,6 +256,11 @@ func serverByName(name string) (server, bool) {
 		}
 		return rootedServer(suite, base, only)
 	}
+	return shapedServer(name)
+}
+
+// tableServer is the server of that name in the table above.
+func tableServer(name string) (server, bool) {
 	for _, s := range servers {
 		if s.name == name {
 			return s, true

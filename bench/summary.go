@@ -98,7 +98,7 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 	fmt.Fprintf(&b, "# ruvoy benchmark, %s\n\n%s\n", r.started.Format("2006-01-02 15:04 MST"), machine)
 	b.WriteString(rootsNote())
 	b.WriteString(peersNote(servers))
-	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a 2 s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Before and after each measurement a fixed loop is timed on every core; a round in which a core took more than %.2g times the run's fastest time (the host slowing that vCPU) is left out, unless every round of the cell was. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores), and CPU a request that over its requests a second; RSS is its largest resident set during the run (pages its processes share counted in each), PSS its proportional set size as the load ended (shared pages divided among them).\n\n", *rounds, *duration, coreSlowed)
+	fmt.Fprintf(&b, "Protocol: %d rounds of %s per cell after a %s warm-up, every server started afresh for each fixture, server order rotated every round. A round counts only if every answer was 2xx and no socket error occurred. Before and after each measurement a fixed loop is timed on every core; a round in which a core took more than %.2g times the run's fastest time (the host slowing that vCPU) is left out, unless every round of the cell was. Figures are medians over the rounds that counted, with the relative standard deviation (rsd). CPU %% is the server's whole process group (200%% = both cores), and CPU a request that over its requests a second; RSS is its largest resident set during the run (pages its processes share counted in each), PSS its proportional set size as the load ended (shared pages divided among them).\n\n", *rounds, *duration, *warmup, coreSlowed)
 	fmt.Fprintf(&b, "Judgement (fixed before the run):\n\n> %s\n\n", strings.ReplaceAll(judgement, "\n", "\n> "))
 	for _, sc := range scens {
 		unit := "req/s"
@@ -151,6 +151,8 @@ func (r *runner) summary(machine string, servers []server, scens []scenario) str
 		b.WriteString("\n")
 	}
 	b.WriteString(r.acrossWorkers(servers, scens))
+	b.WriteString(r.waitsSummary(servers, scens))
+	b.WriteString(r.yjitSummary(servers))
 	b.WriteString(r.resources(servers))
 	b.WriteString(r.targets(servers))
 	return b.String()

@@ -14,6 +14,11 @@
 # The root is cached in $RUVOY_ROOTS (default /var/cache/ruvoy)/SUITE; a
 # change to the package list below installs what is missing on the next
 # run. As root (or with sudo): debootstrap, chroot and mounts need it.
+#
+# SUITE-yjit (trixie-yjit) is the SUITE root, copied once, with its Ruby
+# rebuilt from Debian's source with YJIT by build/ruby-yjit.sh (and a Ruby
+# with a static libruby in /opt/ruby-static): the same ABI, so the same
+# Debian gems; cached beside it.
 set -eu
 suite=${1:?usage: build/debian-root.sh SUITE [COMMAND...]}
 shift
@@ -59,6 +64,28 @@ exec chroot "$root" env -i HOME=/root TERM=dumb LANG=C.UTF-8 CI="${CI:-}" DEBIAN
 ' sh "$root" "$goroot" "$modcache" "$gocache" "$@"
 }
 
+base=""
+case $suite in
+*-yjit) base=${suite%-yjit} ;;
+esac
+
+if [ ! -e "$root/.ruvoy-packages" ] && [ -n "$base" ]; then
+  "$here/build/debian-root.sh" "$base"
+  echo "making the $suite root in $root (once): the $base root, with Ruby built with YJIT"
+  $sudo rm -rf "$root.new"
+  $sudo cp -a "$roots/$base" "$root.new"
+  $sudo rm -rf "$root.new/src" "$root.new/.ruvoy-packages"
+  $sudo cp "$here/build/ruby-yjit.sh" "$root.new/usr/local/sbin/ruvoy-ruby-yjit"
+  made=$root
+  root=$root.new
+  if ! in_root ruvoy-ruby-yjit "$base" "$mirror" >"$roots/$suite.log" 2>&1; then
+    tail -40 "$roots/$suite.log"
+    exit 1
+  fi
+  root=$made
+  $sudo cp "$roots/$base/.ruvoy-packages" "$root.new/.ruvoy-packages"
+  $sudo rm -rf "$root" && $sudo mv "$root.new" "$root"
+fi
 if [ ! -e "$root/.ruvoy-packages" ]; then
   command -v debootstrap >/dev/null || {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq

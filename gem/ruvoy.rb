@@ -5,8 +5,8 @@
 # defines all of Ruvoy. Outside it (rake tasks, consoles, another server),
 # Ruvoy.offload and Ruvoy::Offload run their block where they are called,
 # and the fork hooks (Ruvoy.before_fork, on_worker_boot, on_worker_shutdown)
-# keep their blocks without running them, so code written for ruvoy runs
-# unchanged.
+# keep their blocks without running them, and Ruvoy.warm does nothing, so
+# code written for ruvoy runs unchanged.
 require_relative "ruvoy/version"
 
 module Ruvoy
@@ -34,5 +34,7 @@ module Ruvoy
     def self.on_worker_boot(&block); end
 
     def self.on_worker_shutdown(&block); end
+
+    def self.warm(*_paths, times: 10, env: {}) = {}
   end
 end

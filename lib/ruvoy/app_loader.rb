@@ -29,6 +29,7 @@ module Ruvoy
     RailsSupport.install
     RackTimeout.install
     Ruvoy.app_root = File.dirname(path)
+    @app = app # for Ruvoy.warm, in a --preload template
     _app_loaded
     app
   end

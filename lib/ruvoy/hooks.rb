@@ -30,6 +30,37 @@ module Ruvoy
     add_hook(:on_worker_shutdown, block)
   end
 
+  # In a before_fork block: serves the app requests for each path, times
+  # times, in the template itself, before any worker is forked, as Puma's
+  # fork_worker and Pitchfork's refork share a warmed worker. What a first
+  # request makes (Rails' compiled templates and lazily built caches,
+  # YJIT's machine code where YJIT is on) is then made once, in pages the
+  # workers share, not again in each worker. The requests are Rack env
+  # Hashes (Rack::MockRequest.env_for; env adds to each), called on the
+  # template's VM thread one at a time; their answers are dropped. Active
+  # Record's connections they opened are closed after, so that the template
+  # holds none. Returns each path's statuses, { "/articles" => [200] }.
+  # Outside a template (one process, workers started anew) it does nothing
+  # and returns {}.
+  def self.warm(*paths, times: 10, env: {})
+    return {} unless @template && @app
+
+    require "rack/mock"
+    statuses = Hash.new { |h, k| h[k] = [] }
+    paths.each do |path|
+      times.times do
+        status, _headers, body = @app.call(Rack::MockRequest.env_for(path, { "HTTP_HOST" => "localhost" }.merge(env)))
+        body.each { |_chunk| } if body.respond_to?(:each)
+        body.close if body.respond_to?(:close)
+        statuses[path] << status.to_i unless statuses[path].include?(status.to_i)
+      end
+    end
+    if defined?(ActiveRecord::Base) && ActiveRecord::Base.respond_to?(:connection_handler)
+      ActiveRecord::Base.connection_handler.connection_pool_list.each(&:disconnect!)
+    end
+    statuses.to_h
+  end
+
   class << self
     private
 
@@ -54,6 +85,7 @@ module Ruvoy
   # RV_IN_HOOKS, RV_HOOKS_BEFORE_FORK: in a template. Raises what a block
   # raised.
   def self._before_fork
+    @template = true
     HOOKS[:before_fork].each(&:call)
     nil
   end
