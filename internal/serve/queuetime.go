@@ -32,10 +32,18 @@ type arrival struct {
 	mono uint64 // ns
 }
 
-func arrived() arrival {
+// monoBase is CLOCK_MONOTONIC at a moment Go's own monotonic clock (the
+// same clock, read without a system call) also marks: a request's
+// CLOCK_MONOTONIC is taken from the two, not by a system call each.
+var monoBase, monoSince = func() (uint64, time.Time) {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return arrival{wall: time.Now(), mono: uint64(ts.Nano())}
+	return uint64(ts.Nano()), time.Now()
+}()
+
+func arrived() arrival {
+	now := time.Now()
+	return arrival{wall: now, mono: monoBase + uint64(now.Sub(monoSince))}
 }
 
 // requestStart is the X-Request-Start the app sees: a trusted proxy's, or
