@@ -81,6 +81,12 @@ type Handler struct {
 	// process exits (status 4), so that a supervisor starts a fresh one
 	// (default 0: never). Process-wide, like HoldWarn.
 	VMHoldLimit *caddy.Duration `json:"vm_hold_limit,omitempty"`
+	// GCWhenIdle, when set, runs Ruby's GC between requests: once no
+	// request has been in flight for this long, the minor collection Ruby
+	// would run in the next request (default 0: off; docs/cli.md). In one
+	// process the last app loaded sets it; in cluster mode each app's
+	// workers take their own.
+	GCWhenIdle caddy.Duration `json:"gc_when_idle,omitempty"`
 	// RequestWindow bounds the request body bytes read ahead of the app
 	// (default 256 KiB); the rest waits in the kernel.
 	RequestWindow int64 `json:"request_window,omitempty"`
@@ -256,6 +262,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WriteChunk:               serverWriteChunk(ctx),
 		AccessLog:                accessLog,
 		EarlyHintsHTTP1:          h.EarlyHintsHTTP1,
+		GCWhenIdle:               time.Duration(h.GCWhenIdle),
 	}
 	if err := h.extensions(ctx, &opts); err != nil {
 		return err

@@ -28,6 +28,7 @@ type Config struct {
 	ResponseWindow int           `json:"response_window"`
 	HoldWarn       time.Duration `json:"hold_warn"`
 	HoldLimit      time.Duration `json:"hold_limit"`
+	GCWhenIdle     time.Duration `json:"gc_when_idle"`
 	Rackup         string        `json:"rackup"`
 	Environment    string        `json:"environment"`
 	Upstreams      string        `json:"upstreams"` // the upstreams the app may call, comma-separated

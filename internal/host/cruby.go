@@ -35,6 +35,7 @@ func (cruby) Held() (uint64, uint64)          { return vm.Held() }
 func (cruby) Now() uint64                     { return vm.Now() }
 func (cruby) HoldReport(since uint64)         { vm.HoldReport(since) }
 func (cruby) ReleaseMemory()                  { vm.ReleaseMemory() }
+func (cruby) GCWhenIdle(d time.Duration)      { vm.GCWhenIdle(d) }
 func (cruby) Join() int                       { return vm.Join() }
 func (cruby) RubyVersion() string             { return vm.RubyVersion() }
 func (cruby) RubyPlatform() string            { return vm.RubyPlatform() }

@@ -28,6 +28,7 @@ type port interface {
 	Now() uint64
 	HoldReport(since uint64)
 	ReleaseMemory()
+	GCWhenIdle(d time.Duration)
 	Join() int
 	RubyVersion() string
 	RubyPlatform() string

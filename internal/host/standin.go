@@ -153,6 +153,7 @@ func (s *StandIn) Now() uint64                            { return uint64(time.N
 func (s *StandIn) HoldReport(uint64)                      {}
 func (s *StandIn) RelayCounts() (uint64, int64)           { return 0, 0 }
 func (s *StandIn) ReleaseMemory()                         {}
+func (s *StandIn) GCWhenIdle(time.Duration)               {}
 func (s *StandIn) Join() int                              { <-s.stopped; return 0 }
 func (s *StandIn) RubyVersion() string                    { return "standin" }
 func (s *StandIn) RubyPlatform() string                   { return "standin" }

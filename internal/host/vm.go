@@ -11,6 +11,7 @@ package host
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ruvoy/ruvoy/internal/msg"
 	"github.com/ruvoy/ruvoy/internal/stats"
@@ -159,6 +160,10 @@ func (v *VM) Submit(kind uint32, stream uint64, flags uint32, aux uint64, payloa
 }
 func (v *VM) Cancel(stream uint64, flags uint32)     { ruby.Cancel(stream, flags) }
 func (v *VM) Interrupt(stream uint64, reason uint32) { ruby.Interrupt(stream, reason) }
+
+// SetGCWhenIdle has the VM run Ruby's GC once no request has been in
+// flight for d (0: never; internal/vm's rv_gc_idle.c).
+func (v *VM) SetGCWhenIdle(d time.Duration) { ruby.GCWhenIdle(d) }
 
 // ReleaseMemory gives the kernel back malloc's free pages: any process may,
 // with a VM or without.

@@ -81,6 +81,12 @@ var (
 			func(f *serve.Figures) float64 { return f.VM.GCTime.Seconds() }},
 		{desc("ruby_heap_live_slots", "Live object slots in Ruby's heap."), prometheus.GaugeValue,
 			func(f *serve.Figures) float64 { return float64(f.VM.HeapLiveSlots) }},
+		{desc("ruby_gc_idle_total", "Ruby garbage collections run between requests (--gc-when-idle)."), prometheus.CounterValue,
+			func(f *serve.Figures) float64 { return float64(f.VM.IdleGCs) }},
+		{desc("ruby_gc_idle_seconds_total", "Time the collections run between requests took."), prometheus.CounterValue,
+			func(f *serve.Figures) float64 { return f.VM.IdleGCTime.Seconds() }},
+		{desc("ruby_gc_idle_longest_seconds", "The longest collection run between requests: the most a request that came meanwhile waited for one."), prometheus.GaugeValue,
+			func(f *serve.Figures) float64 { return f.VM.IdleGCLongest.Seconds() }},
 	}
 )
 
@@ -88,7 +94,7 @@ var (
 // workers-1); a slot's replacements keep its label.
 var (
 	workerInFlightDesc = desc("worker_requests_in_flight", "Requests a worker runs.", "worker")
-	workerHeldDesc     = desc("worker_held", "1 while Ruby code holds the worker's VM thread (it gets no new requests).", "worker")
+	workerHeldDesc     = desc("worker_held", "1 while Ruby code, or a collection between requests (--gc-when-idle), holds the worker's VM thread (it gets no new requests).", "worker")
 	workerRSSDesc      = desc("worker_rss_bytes", "A worker's resident memory.", "worker")
 	workerBusyDesc     = desc("worker_vm_busy_seconds_total", "Time a worker's VM thread spent working (resets when the worker is replaced).", "worker")
 	workerRestartsDesc = desc("worker_restarts_total", "Workers started again in a slot after one died.", "worker")

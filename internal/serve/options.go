@@ -76,6 +76,11 @@ type AppOptions struct {
 	// EarlyHintsHTTP1 sends the app's 103 Early Hints to HTTP/1.1
 	// clients too, not only to HTTP/2 and HTTP/3 ones (earlyhints.go).
 	EarlyHintsHTTP1 bool
+	// GCWhenIdle, when above 0, has the VM run Ruby's GC once no request
+	// has been in flight for that long (internal/vm's rv_gc_idle.c): in
+	// this process's VM, where the last app loaded sets it, or in the
+	// app's workers.
+	GCWhenIdle time.Duration
 }
 
 const (

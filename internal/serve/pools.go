@@ -29,7 +29,7 @@ func (rt *Runtime) startPool(o AppOptions, rackup, environment, upstreams string
 		MaxRSS:  uint64(max(o.WorkerMaxRSS, 0)),
 		Timeout: o.WorkerTimeout,
 		Worker: cluster.Config{Program: rt.vm.Program(), Args: rt.vm.Args(), ResponseWindow: window,
-			HoldWarn: rt.vm.HoldWarn(), HoldLimit: rt.vm.HoldLimit(),
+			HoldWarn: rt.vm.HoldWarn(), HoldLimit: rt.vm.HoldLimit(), GCWhenIdle: o.GCWhenIdle,
 			Rackup: rackup, Environment: environment, Upstreams: upstreams},
 		Template: template,
 		Router:   (*router)(rt),

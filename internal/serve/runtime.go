@@ -174,8 +174,8 @@ func (rt *Runtime) Load(rackup, environment string, o AppOptions) (*App, error) 
 	var pool *frontend.Pool
 	if o.Workers > 0 {
 		pool, err = rt.startPool(o, rackup, environment, upstreams)
-	} else {
-		id, err = rt.loadLocal(rackup, environment, upstreams)
+	} else if id, err = rt.loadLocal(rackup, environment, upstreams); err == nil {
+		rt.vm.SetGCWhenIdle(o.GCWhenIdle)
 	}
 	if err != nil {
 		closeSendfileDirs(dirs)

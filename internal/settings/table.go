@@ -75,6 +75,9 @@ var Table = []Setting{
 	{Flag: "vm-hold-limit", Arg: "SECONDS", JSON: "vm_hold_limit", Read: seconds,
 		Help: "Exit (status 4) when Ruby code holds the VM thread this long without yielding, for a supervisor " +
 			"to restart (default: never)"},
+	{Flag: "gc-when-idle", Arg: "MS", JSON: "gc_when_idle", Read: millis,
+		Help: "Once no request has been in flight for MS, run the minor GC Ruby would run in the next request; " +
+			"a request that comes meanwhile waits for it (default: off)"},
 	{Flag: "min-upload-rate", Arg: "BYTES", Read: count(0, ""), Default: "1024",
 		Help: "Answer 408 to request bodies that arrive slower than BYTES a second, after a first minute " +
 			"(default 1024; 0: off)"},

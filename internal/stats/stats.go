@@ -22,16 +22,19 @@ type VM struct {
 	GCCount        uint64
 	GCTime         time.Duration
 	HeapLiveSlots  uint64
-	OffloadBusy    int    // offload threads running a block
-	OffloadWaiting int    // callers waiting for an offload thread
-	Hijacked       int    // hijacked connections the app holds open
-	Holds          int64  // the VM thread held past the hold warning, so far
-	RSS            uint64 // the process's resident memory, bytes (a worker's report)
+	OffloadBusy    int           // offload threads running a block
+	OffloadWaiting int           // callers waiting for an offload thread
+	Hijacked       int           // hijacked connections the app holds open
+	IdleGCs        uint64        // GC steps run between requests (--gc-when-idle)
+	IdleGCTime     time.Duration // their time
+	IdleGCLongest  time.Duration // the longest: what a request that came meanwhile may have waited
+	Holds          int64         // the VM thread held past the hold warning, so far
+	RSS            uint64        // the process's resident memory, bytes (a worker's report)
 }
 
 // Sum is the figures of a server of several VMs: counts and times add
-// up, LoopLag is the worst, and HeldFor the shortest, since the server is
-// held only while every VM is.
+// up, LoopLag and IdleGCLongest are the worst, and HeldFor the shortest,
+// since the server is held only while every VM is.
 func Sum(vms []VM) VM {
 	if len(vms) == 0 {
 		return VM{}
@@ -58,6 +61,9 @@ func (v *VM) add(o VM) {
 	v.OffloadBusy += o.OffloadBusy
 	v.OffloadWaiting += o.OffloadWaiting
 	v.Hijacked += o.Hijacked
+	v.IdleGCs += o.IdleGCs
+	v.IdleGCTime += o.IdleGCTime
+	v.IdleGCLongest = max(v.IdleGCLongest, o.IdleGCLongest)
 	v.Holds += o.Holds
 	v.RSS += o.RSS
 }
@@ -68,7 +74,8 @@ func (v VM) Append(b []byte) []byte {
 		uint64(v.Busy), uint64(v.LoopLag), uint64(v.HeldFor), v.HeldStream,
 		uint64(v.Requests), uint64(v.Fibers), uint64(v.ResponseBytes),
 		v.GCCount, uint64(v.GCTime), v.HeapLiveSlots,
-		uint64(v.OffloadBusy), uint64(v.OffloadWaiting), uint64(v.Hijacked), uint64(v.Holds), v.RSS,
+		uint64(v.OffloadBusy), uint64(v.OffloadWaiting), uint64(v.Hijacked),
+		v.IdleGCs, uint64(v.IdleGCTime), uint64(v.IdleGCLongest), uint64(v.Holds), v.RSS,
 	})
 }
 
@@ -82,6 +89,7 @@ func Read(p []byte) (VM, bool) {
 		Busy: time.Duration(f[0]), LoopLag: time.Duration(f[1]), HeldFor: time.Duration(f[2]), HeldStream: f[3],
 		Requests: int(f[4]), Fibers: int(f[5]), ResponseBytes: int64(f[6]),
 		GCCount: f[7], GCTime: time.Duration(f[8]), HeapLiveSlots: f[9],
-		OffloadBusy: int(f[10]), OffloadWaiting: int(f[11]), Hijacked: int(f[12]), Holds: int64(f[13]), RSS: f[14],
+		OffloadBusy: int(f[10]), OffloadWaiting: int(f[11]), Hijacked: int(f[12]),
+		IdleGCs: f[13], IdleGCTime: time.Duration(f[14]), IdleGCLongest: time.Duration(f[15]), Holds: int64(f[16]), RSS: f[17],
 	}, true
 }

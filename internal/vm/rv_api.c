@@ -59,6 +59,9 @@ RV_SAME_FIELD(heap_live_slots);
 RV_SAME_FIELD(offload_busy);
 RV_SAME_FIELD(offload_waiting);
 RV_SAME_FIELD(hijacked);
+RV_SAME_FIELD(gc_idle_count);
+RV_SAME_FIELD(gc_idle_ns);
+RV_SAME_FIELD(gc_idle_max_ns);
 _Static_assert(sizeof(rv_stats) == sizeof(rv_vm_stats), "rv_stats is rv_vm_stats");
 
 const rv_vm_stats *rv_stats_view(void)

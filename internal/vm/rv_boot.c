@@ -94,6 +94,7 @@ static int boot_ruby_side(void)
     rv_interrupt_init();
     rv_early_hints_init();
     rv_gc_clock_init();
+    rv_gc_idle_init();
     rv_scheduler_install();
     return 1;
 }

@@ -50,6 +50,7 @@ int rv_relay_fd(void);                  /* the socket the loop reads, or -1 */
 void rv_relay_events(uint32_t events);  /* epoll says the socket is ready */
 void rv_relay_flush_held(void);         /* writes what a held VM thread sent */
 void rv_relay_trim(void);               /* gives back an empty out buffer (idle) */
+void rv_relay_busy(int busy);           /* busy with no request (a GC step): the front end hears at once */
 
 /* ---- timers (rv_timer.c): a min-heap of deadlines ---- */
 
@@ -171,7 +172,8 @@ extern rv_loop *rv_L;
 /* The VM thread writes these; Go reads them (rv_stats_view, rv_api.c). */
 typedef struct rv_stats {
     _Atomic uint64_t busy_ns, awake_since, lag_ns, held_since, held_stream, requests, fibers,
-        response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting, hijacked;
+        response_bytes, gc_count, gc_time_ns, heap_live_slots, offload_busy, offload_waiting, hijacked,
+        gc_idle_count, gc_idle_ns, gc_idle_max_ns;
 } rv_stats;
 extern rv_stats rv_stat;
 
@@ -181,6 +183,9 @@ void rv_control_handle(rv_msg *m);        /* rv_control.c */
 void rv_selector_init(void);              /* rv_selector.c */
 void rv_selector_poll(int busy);
 void rv_gc_clock_init(void);
+void rv_gc_idle_init(void);               /* rv_gc_idle.c */
+void rv_gc_idle_busy(void);               /* a request starts */
+void rv_gc_idle_quiet(void);              /* the last request ended */
 int rv_run_fiber(rv_stream *s, VALUE fiber, VALUE index); /* rv_wait.c */
 void rv_run_alone(void);
 void rv_resume(rv_waiter *w);

@@ -311,6 +311,20 @@ void rv_relay_flush_held(void)
     pthread_mutex_unlock(&R.mu);
 }
 
+/* The VM thread is about to be busy with no request (a GC step between
+ * requests, rv_gc_idle.c), or is done: said to the front end at once as
+ * the held reporter says a hold, so that it sends new requests to other
+ * workers meanwhile. */
+void rv_relay_busy(int busy)
+{
+    if (!R.reading)
+        return;
+    pthread_mutex_lock(&R.mu);
+    put_frame(RV_WORKER_HELD, 0, 0, (uint64_t)busy, NULL, 0);
+    flush_locked();
+    pthread_mutex_unlock(&R.mu);
+}
+
 void rv_relay_finish(void)
 {
     pthread_mutex_lock(&R.mu);

@@ -56,6 +56,7 @@ void rv_request_start(rv_msg *m)
     L->streams[index] = s;
     L->live++;
     atomic_store_explicit(&rv_stat.requests, L->live, memory_order_relaxed);
+    rv_gc_idle_busy();
     if (NIL_P(s->app)) {
         rv_respond_error(s, 503);
         rv_stream_finish(s);

@@ -245,4 +245,6 @@ void rv_stream_finish(rv_stream *s)
     L->live--;
     atomic_store_explicit(&rv_stat.requests, L->live, memory_order_relaxed);
     free(s);
+    if (!L->live)
+        rv_gc_idle_quiet();
 }

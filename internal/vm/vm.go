@@ -177,6 +177,8 @@ func ReadStats() stats.VM {
 		GCCount: field(unsafe.Offsetof(s.gc_count)), GCTime: time.Duration(field(unsafe.Offsetof(s.gc_time_ns))),
 		HeapLiveSlots: field(unsafe.Offsetof(s.heap_live_slots)), OffloadBusy: int(int64(field(unsafe.Offsetof(s.offload_busy)))),
 		OffloadWaiting: int(int64(field(unsafe.Offsetof(s.offload_waiting)))), Hijacked: int(field(unsafe.Offsetof(s.hijacked))),
+		IdleGCs: field(unsafe.Offsetof(s.gc_idle_count)), IdleGCTime: time.Duration(field(unsafe.Offsetof(s.gc_idle_ns))),
+		IdleGCLongest: time.Duration(field(unsafe.Offsetof(s.gc_idle_max_ns))),
 	}
 	since, awake := Held()
 	now := Now()
@@ -219,6 +221,10 @@ func DirectWait(line int, timeout time.Duration) *msg.Msg {
 // DirectRelease gives the line back: it returns what the line still holds,
 // and nil once it is free. Call it until nil.
 func DirectRelease(line int) *msg.Msg { return fromC(C.rv_direct_release(C.int(line))) }
+
+// GCWhenIdle has the VM thread run Ruby's GC once no request has been in
+// flight for d (rv_gc_idle.c); 0 turns it off. Any thread may call it.
+func GCWhenIdle(d time.Duration) { C.rv_gc_idle_set(C.uint64_t(max(d, 0))) }
 
 // RelayOpen makes fd, a worker's socket to the front end, the one every
 // frame the worker sends goes through (rv_relay.c); the VM reads it too

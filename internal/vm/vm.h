@@ -34,6 +34,7 @@ typedef struct rv_vm_stats {
     uint64_t gc_count, gc_time_ns, heap_live_slots;
     uint64_t offload_busy, offload_waiting;
     uint64_t hijacked;        /* hijacked connections the app holds open */
+    uint64_t gc_idle_count, gc_idle_ns, gc_idle_max_ns; /* GC steps run between requests (rv_gc_idle.c) */
 } rv_vm_stats;
 
 /* Go-facing API (rv_api.c). */
@@ -48,6 +49,7 @@ void rv_fork_attached(void); /* in such a worker, instead of rv_start */
 rv_msg *rv_msg_new(uint32_t kind, uint64_t stream, uint32_t flags, uint64_t aux, size_t len);
 void rv_msg_free(rv_msg *m);
 void rv_release_memory(void);
+void rv_gc_idle_set(uint64_t ns); /* GC when no request has been in flight for ns; 0: never */
 /* The VM's figures, which Go reads with atomic loads, without a call:
  * a cgo call from an idle process wakes Go's sysmon, which then polls
  * for a while. */

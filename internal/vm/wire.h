@@ -116,7 +116,7 @@ enum {
 };
 enum {
     RV_FRAME_HEADER = 32,
-    RV_WORKER_STATS_COUNT = 15,
+    RV_WORKER_STATS_COUNT = 18,
     RV_FRAME_MAX = 1 << 30, /* a longer frame is a broken stream: the worker is replaced */
     RV_FRAME_MAX_FDS = 200  /* descriptors one sendmsg carries (the kernel's SCM_MAX_FD is 253) */
 };

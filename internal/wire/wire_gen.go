@@ -100,7 +100,7 @@ const (
 
 const (
 	FrameHeader      = 32
-	WorkerStatsCount = 15
+	WorkerStatsCount = 18
 	// a longer frame is a broken stream: the worker is replaced
 	FrameMax    = 1073741824
 	FrameMaxFds = 200

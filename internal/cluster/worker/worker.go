@@ -103,6 +103,7 @@ func Run(fd int) int {
 	go tuning.ReleaseWhenIdle(v.RelayActivity, host.ReleaseMemory)
 	v.SetHoldWarn(cfg.HoldWarn)
 	v.SetHoldLimit(cfg.HoldLimit)
+	v.SetGCWhenIdle(cfg.GCWhenIdle)
 	app := v.ForkedApp() // forked from a template (--preload), which loaded it
 	if app == 0 {
 		var text string
