@@ -105,7 +105,9 @@ func (rs *responder) handle(m *msg.Msg) error {
 	case wire.OutEarlyHints:
 		rs.earlyHints(p)
 	case wire.OutHijack:
-		rs.hijack(p, int(m.Aux()))
+		status, queued := wire.HeadAux(m.Aux())
+		rs.queued(queued)
+		rs.hijack(p, status)
 	case wire.OutReset:
 		if rs.pending || !rs.wroteHead {
 			// Nothing went to the client yet: a clean 500 instead of a

@@ -103,7 +103,7 @@ static VALUE hijack(VALUE self, VALUE id)
         rb_exc_raise(rv_cancel_exception(s));
     if (s->head_sent || s->out.m)
         rb_raise(rb_eIOError, "ruvoy: the response has begun: the connection can no longer be hijacked");
-    VALUE io = take_connection(s, rv_msg_new(RV_OUT_HIJACK, s->id, 0, 0, 0));
+    VALUE io = take_connection(s, rv_msg_new(RV_OUT_HIJACK, s->id, 0, (uint64_t)s->queued_us << RV_AUX_QUEUED_SHIFT, 0));
     rb_hash_aset(s->env, k_hijack_io, io);
     rv_stream_finish(s);
     rv_run_alone();

@@ -68,7 +68,7 @@ enum {
     RV_OUT_UPSTREAM,  /* call an upstream; aux is the call id; payload an upstream call */
     RV_OUT_UPSTREAM_CANCEL, /* the caller of upstream call aux stopped waiting */
     RV_OUT_EARLY_HINTS, /* send a 103 before the head; payload is strings: name/value pairs */
-    RV_OUT_HIJACK,      /* hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status) */
+    RV_OUT_HIJACK,      /* hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: as an RV_OUT_HEAD's, status 0 without a head) */
     RV_OUT_RELAY_END,   /* a worker's socket is done (aux: RV_RELAY_*): its Go side stops the worker */
 };
 

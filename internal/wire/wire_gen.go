@@ -64,7 +64,7 @@ const (
 	OutUpstreamCancel = 41
 	// send a 103 before the head; payload is strings: name/value pairs
 	OutEarlyHints = 42
-	// hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: status)
+	// hand the connection to the app: no payload (env["rack.hijack"]), or a response head Go writes first (aux: as an RV_OUT_HEAD's, status 0 without a head)
 	OutHijack = 43
 	// a worker's socket is done (aux: RV_RELAY_*): its Go side stops the worker
 	OutRelayEnd = 44
