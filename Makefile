@@ -16,7 +16,7 @@ export CGO_LDFLAGS = $(shell build/rbconfig.sh ldflags 2>/dev/null)
 # build/rbconfig.sh's word on what to do, said once.
 RUBY_CHECK = @build/rbconfig.sh ldflags >/dev/null
 
-.PHONY: all setup setup-test preflight serve test check unit e2e e2e-cgocheck e2e-ruby e2e-core e2e-yjit e2e-static-ruby test-trixie test-forky test-yjit stress-short fuzz-short bench bench-forky bench-waits gem clean
+.PHONY: all setup setup-test preflight serve test check unit e2e e2e-ruby e2e-core e2e-yjit e2e-yjit-cgocheck e2e-static-ruby test-trixie test-forky test-yjit stress-short fuzz-short bench bench-forky bench-waits gem clean
 
 all: ruvoy
 
@@ -68,10 +68,8 @@ unit:
 # Every end-to-end test but the one that needs a Ruby with a static
 # libruby, which the trixie-yjit root has (test-yjit runs it there).
 e2e: ruvoy-race
-	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 40m ./test/... -skip '^TestStaticRubyRefused$$'
+	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 55m ./test/... -skip '^TestStaticRubyRefused$$'
 
-e2e-cgocheck: ruvoy-cgocheck2
-	RUVOY_BIN=$(CURDIR)/ruvoy-cgocheck2 $(GO) test -count=1 -short -timeout 20m ./test/... -run 'Core|Stream|Cluster|Hijack|Direct|Hostile'
 
 # Five short cycles of the mixed-stress harness (`go run ./stress` runs
 # three long ones): resources at rest must stay flat across them.
@@ -125,6 +123,12 @@ YJIT_TESTS := Core|Stream|Hijack|WebSocket|Cluster|Frameworks|Cable|Offload|Runa
 e2e-yjit: ruvoy
 	RUBY_YJIT_ENABLE=1 RUVOY_TEST_YJIT=1 RUVOY_BIN=$(CURDIR)/ruvoy $(GO) test -count=1 -short -timeout 30m ./test/... -run '$(YJIT_TESTS)'
 
+# make test runs them once, with the cgo pointer checks on as well
+# (GOEXPERIMENT=cgocheck2), and the other tests where Go and C trade
+# memory (direct lines, hostile clients): one pass, both checks.
+e2e-yjit-cgocheck: ruvoy-cgocheck2
+	RUBY_YJIT_ENABLE=1 RUVOY_TEST_YJIT=1 RUVOY_BIN=$(CURDIR)/ruvoy-cgocheck2 $(GO) test -count=1 -short -timeout 30m ./test/... -run '$(YJIT_TESTS)|Direct|Hostile'
+
 # The same on Debian 13's Ruby 3.3 built with YJIT (in Rust) from
 # Debian's source (build/ruby-yjit.sh), in a copy of the trixie root, and
 # the check of a Ruby with a static libruby (TestStaticRubyRefused), which
@@ -140,7 +144,7 @@ e2e-static-ruby: ruvoy
 # CI=1: a test whose prerequisite is missing fails instead of skipping
 # (test/prereq_test.go); build/debian-root.sh passes CI into the roots.
 test: export CI := $(or $(CI),1)
-test: setup-test preflight check ruvoy unit e2e e2e-cgocheck e2e-yjit stress-short fuzz-short test-trixie test-forky
+test: setup-test preflight check ruvoy unit e2e e2e-yjit-cgocheck stress-short fuzz-short test-trixie test-forky
 
 # The runtime under plain net/http, without Caddy: a benchmark diagnostic.
 ruvoy-nethttp: $(SOURCES)
