@@ -168,7 +168,7 @@ func ruvoyWithEnv(settings string) server {
 	return s
 }
 
-var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json", "rails-page",
+var clusterScenarios = []string{"noop", "noop-c1", "cpu", "rails-json", "rails-page", "rails-page-paced",
 	"rails-pg-page", "rails-pg-db5", "rails-pg-db50", "rails-pg-http50"}
 
 func ruvoyWorkers(n int) server {

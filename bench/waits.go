@@ -215,9 +215,10 @@ func waitScenarioNames() []string {
 //
 // and after any server's name, +poolN (RAILS_MAX_THREADS=N: the Rails
 // app's database pool, per process), +yjit (RUBY_YJIT_ENABLE=1: YJIT
-// on, for the Ruby and the Rails fixtures alike) and +warm (the Rails
+// on, for the Ruby and the Rails fixtures alike), +warm (the Rails
 // fixtures' template, under ruvoy --preload, warmed before it forks:
-// bench/apps/rails-waits/warm.rb).
+// bench/apps/rails-waits/warm.rb) and, after a ruvoy, +gcidleMS
+// (--gc-when-idle MS: gcidle.go).
 var shapeRe = regexp.MustCompile(`^(?:puma-(\d+)|ruvoy)(?:-w(\d+))?(-preload)?$`)
 
 func shapedServer(name string) (server, bool) {
@@ -268,6 +269,10 @@ func shapedServer(name string) (server, bool) {
 		case m == "yjit":
 			s.env = append(append([]string{}, s.env...), "RUBY_YJIT_ENABLE=1")
 			s.label += ", YJIT"
+		case strings.HasPrefix(m, "gcidle"):
+			if s, ok = withGCIdle(s, strings.TrimPrefix(m, "gcidle")); !ok {
+				return server{}, false
+			}
 		case m == "warm":
 			s.env = append(append([]string{}, s.env...), "RUVOY_BENCH_WARM=1")
 			s.label += ", warmed template"
