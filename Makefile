@@ -70,7 +70,6 @@ unit:
 e2e: ruvoy-race
 	RUVOY_BIN=$(CURDIR)/ruvoy-race $(GO) test -race -count=1 -timeout 55m ./test/... -skip '^TestStaticRubyRefused$$'
 
-
 # Five short cycles of the mixed-stress harness (`go run ./stress` runs
 # three long ones): resources at rest must stay flat across them.
 stress-short: ruvoy
