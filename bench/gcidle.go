@@ -23,9 +23,10 @@ var pacedScenario = scenario{name: "rails-page-paced", named: true, app: "rails"
 	label:   fmt.Sprintf("Rails scaffold page /articles (100 rows, HTML), a steady %d requests a second, open loop", pacedRate),
 	measure: func(t target) sample { return paced(t, "/articles", pacedRate) }}
 
-// pacedRate keeps one VM busy about a quarter of the time on this page
-// (about 5 ms of CPU each): gaps of 20 ms on average.
-const pacedRate = 50
+// pacedRate keeps one VM busy about 40% of the time on this page (Rails
+// 6.1 on Ruby 3.1 here: 20-23 ms of CPU each, 45-48 a second at most in
+// one worker), with gaps of 30 ms on average between requests.
+const pacedRate = 20
 
 func init() { scenarios = append(scenarios, pacedScenario) }
 
