@@ -206,7 +206,8 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 
 	// Well-behaved clients alongside, asking for pages like /garbage:
 	// all answered while steps run between their requests. For 3 s, and
-	// on until a step has run (a worker reports every 500 ms): quiet
+	// on until a step has run, up to 30 s (a worker reports every 500 ms;
+	// under -race, 9.4 s in one run): quiet
 	// spells come at random here. A step runs where Ruby would collect in
 	// the next request, by what a request allocates on average: with
 	// clients asking for /figures (next to nothing) beside /garbage, Ruby
@@ -232,7 +233,7 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 	}
 	began := time.Now()
 	stepped := false
-	for !stepped && time.Since(began) < 15*time.Second {
+	for !stepped && time.Since(began) < 30*time.Second {
 		gcGet(t, s, "/garbage")
 		time.Sleep(150 * time.Millisecond)
 		stepped = time.Since(began) > 3*time.Second && metric("ruvoy_ruby_gc_idle_total") > idleBefore
