@@ -207,11 +207,11 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 	// Well-behaved clients alongside, asking for pages like /garbage:
 	// all answered while steps run between their requests. For 3 s, and
 	// on until a step has run, up to 30 s (a worker reports every 500 ms;
-	// under -race, 9.4 s in one run): quiet
-	// spells come at random here. A step runs where Ruby would collect in
-	// the next request, by what a request allocates on average: with
-	// clients asking for /figures (next to nothing) beside /garbage, Ruby
-	// 3.3's heap (its allocatable pages) left none in 15 s in one process.
+	// under -race it took 9.4 s in one run): quiet spells come at random
+	// here. A step runs where Ruby would collect in the next request, by
+	// what a request allocates on average: with clients asking for
+	// /figures (next to nothing) beside /garbage, Ruby 3.3's heap (its
+	// allocatable pages) left none in 15 s in one process.
 	idleBefore := metric("ruvoy_ruby_gc_idle_total")
 	var wg sync.WaitGroup
 	done := make(chan struct{})
