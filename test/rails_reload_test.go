@@ -23,7 +23,19 @@ const reloadBound = 3 * time.Second
 // requests that come together while the code reloads all answer 200 (none
 // times out waiting for a connection). The example app is a copy: the
 // edits stay out of the tree.
+//
+// The same in one process and in cluster mode, workers started anew or
+// forked from a template: each worker reloads for itself.
 func TestFrameworksRailsReload(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{{"one process", nil}, {"-w 2", []string{"-w", "2"}}, {"-w 2 --preload", []string{"-w", "2", "--preload"}}} {
+		t.Run(mode.name, func(t *testing.T) { railsReload(t, mode.args) })
+	}
+}
+
+func railsReload(t *testing.T, args []string) {
 	dir := copyTree(t, railsExample(t))
 	env := []string{"RAILS_ENV=development"}
 	migrate := exec.Command("bin/rails", "db:migrate")
@@ -33,9 +45,20 @@ func TestFrameworksRailsReload(t *testing.T) {
 		t.Fatalf("bin/rails db:migrate: %v\n%s", err, out)
 	}
 	port := freePort(t)
-	s := launchIn(t, dir, env, port, "-p", port, "-e", "development", "config.ru")
+	s := launchIn(t, dir, env, port, append(append([]string{"-p", port, "-e", "development"}, args...), "config.ru")...)
 	s.waitReady(t)
-	equal(t, "the first request, which reads the articles", s.get(t, "/articles").status, 200)
+	// The first requests, which read the articles: several at once, so
+	// that each worker has served (and loaded the app's code) before the
+	// edits.
+	var first sync.WaitGroup
+	for range 6 {
+		first.Add(1)
+		go func() {
+			defer first.Done()
+			equal(inGoroutine(t), "a first request, which reads the articles", s.get(inGoroutine(t), "/articles").status, 200)
+		}()
+	}
+	first.Wait()
 
 	// edit replaces old with new in an app file. The file watcher compares
 	// modification times: the edit comes in a later second than the last.
