@@ -392,19 +392,11 @@ type nsProc struct {
 // theirs), as seen from here.
 func processesUnder(pid int) []nsProc {
 	var out []nsProc
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, field := range strings.Fields(string(b)) {
-			child, err := strconv.Atoi(field)
-			if err != nil {
-				continue
-			}
-			title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child))
-			out = append(out, nsProc{pid: child, ppid: pid, nspid: nsPid(child), state: procState(child),
-				title: strings.TrimSpace(strings.ReplaceAll(string(title), "\x00", " "))})
-			out = append(out, processesUnder(child)...)
-		}
+	for _, child := range childPids(pid) {
+		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child))
+		out = append(out, nsProc{pid: child, ppid: pid, nspid: nsPid(child), state: procState(child),
+			title: strings.TrimSpace(strings.ReplaceAll(string(title), "\x00", " "))})
+		out = append(out, processesUnder(child)...)
 	}
 	return out
 }
