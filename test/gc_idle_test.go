@@ -66,9 +66,11 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 	// and Ruby's GC.count move between one request and the next, each
 	// after a quiet spell.
 	seen := map[int]gcFigures{} // by process: its figures as its last /garbage ended
+	var garbage time.Duration   // the longest /garbage took
 	for i := 0; i < 8; i++ {
-		f, _ := gcGet(t, s, "/garbage")
+		f, took := gcGet(t, s, "/garbage")
 		seen[f.PID] = f
+		garbage = max(garbage, took)
 		time.Sleep(5 * gcIdle)
 	}
 	moved := false
@@ -208,10 +210,12 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 	// all answered while steps run between their requests. For 3 s, and
 	// on until a step has run, up to 30 s (a worker reports every 500 ms;
 	// under -race it took 9.4 s in one run): quiet spells come at random
-	// here. A step runs where Ruby would collect in the next request, by
-	// what a request allocates on average: with clients asking for
-	// /figures (next to nothing) beside /garbage, Ruby 3.3's heap (its
-	// allocatable pages) left none in 15 s in one process.
+	// here. Four clients, each pausing 4 to 10 times as long as /garbage
+	// takes, keep the VM thread busy under half the time, so quiet spells
+	// come however slow the machine: /garbage takes 100-125 ms on Ruby 3.3
+	// here, and with fixed pauses (50-350 ms) the clients kept the thread
+	// busy throughout (no step in 31 s).
+	pause := func() { time.Sleep(gcIdle + time.Duration(4+rand.IntN(7))*garbage) }
 	idleBefore := metric("ruvoy_ruby_gc_idle_total")
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -227,7 +231,7 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 				default:
 				}
 				gcGet(t, s, "/garbage")
-				time.Sleep(time.Duration(50+rand.IntN(300)) * time.Millisecond)
+				pause()
 			}
 		}()
 	}
@@ -235,7 +239,7 @@ func testGCWhenIdle(t *testing.T, args ...string) {
 	stepped := false
 	for !stepped && time.Since(began) < 30*time.Second {
 		gcGet(t, s, "/garbage")
-		time.Sleep(150 * time.Millisecond)
+		pause()
 		stepped = time.Since(began) > 3*time.Second && metric("ruvoy_ruby_gc_idle_total") > idleBefore
 	}
 	close(done)
