@@ -152,8 +152,8 @@ func neverReading(t *testing.T, s *server, admin string, d door, conns int, work
 	after := treeRSS(pid)
 	t.Logf("%s, %d connections: RSS %d MiB once the attacker left and the server was idle", d.name, conns, after)
 	// Not under the race detector: the shadow memory of what the attack
-	// touched stays resident whatever the runtime gives back (the
-	// cgocheck2 pass of make test checks it).
+	// touched stays resident whatever the runtime gives back (make
+	// e2e-memory, in make test, checks it).
 	if memoryScale(t) == 1 && after > rest+30 {
 		t.Errorf("RSS %d MiB once idle after the attack, against %d before: more than 30 MiB kept", after, rest)
 	}

@@ -12,9 +12,10 @@ import (
 )
 
 // YJIT, as production Rubies have it (docs/architecture.md, "YJIT"). make
-// e2e-yjit runs the Ruby-facing tests with RUBY_YJIT_ENABLE=1 and
-// RUVOY_TEST_YJIT=1 on a Ruby built with YJIT (build/ruby-yjit.sh); these
-// prove that it is on where they say, from a request.
+// e2e (every test) and make e2e-yjit (the Ruby-facing ones) run with
+// RUBY_YJIT_ENABLE=1 and RUVOY_TEST_YJIT=1 on a Ruby built with YJIT
+// (Debian 12's, or build/ruby-yjit.sh's); these prove that it is on where
+// they say, from a request.
 
 // rubyHasYJIT says whether this machine's Ruby was built with YJIT
 // (Debian 12's 3.1 was; Debian 13's and forky's 3.3 were not).
@@ -24,7 +25,7 @@ func rubyHasYJIT() bool {
 
 // withoutYJITEnv takes RUBY_YJIT_ENABLE out of this process's environment,
 // which every server inherits, for the rest of the test: under make
-// e2e-yjit it is set, and Ruby 3.1 turns YJIT on when the variable is set
+// e2e it is set, and Ruby 3.1 turns YJIT on when the variable is set
 // at all, whatever its value. Not for a parallel test.
 func withoutYJITEnv(t *testing.T) {
 	t.Helper()
@@ -85,7 +86,7 @@ func TestYJITFromARequest(t *testing.T) {
 	need(t, rubyHasYJIT(), "a Ruby built with YJIT (Debian 12's 3.1 is; make test-yjit builds a 3.3 with it)")
 	if os.Getenv("RUVOY_TEST_YJIT") != "" {
 		// The YJIT run: every server it starts must have YJIT on.
-		equal(t, "RUBY_YJIT_ENABLE under make e2e-yjit", os.Getenv("RUBY_YJIT_ENABLE"), "1")
+		equal(t, "RUBY_YJIT_ENABLE under make e2e and e2e-yjit", os.Getenv("RUBY_YJIT_ENABLE"), "1")
 	}
 	withoutYJITEnv(t)
 	for _, mode := range []struct {
