@@ -16,7 +16,9 @@ const idleRelease = 2 * time.Second
 // RSS would stay near its peak. Once per idle spell: a collection and a
 // trim cost a few milliseconds, and no request waits for them. activity
 // counts the requests seen so far and says whether any is under way;
-// trim gives back malloc's free memory. It never returns.
+// trim gives back malloc's free memory, after Go's heap: the collection
+// that releases it may free C memory too, and trim's end is the release's
+// (the counter moves there, for the metrics). It never returns.
 func ReleaseWhenIdle(activity func() (seen int64, busy bool), trim func()) {
 	last := int64(-1)
 	released := true
@@ -29,8 +31,8 @@ func ReleaseWhenIdle(activity func() (seen int64, busy bool), trim func()) {
 			continue
 		}
 		if !released && time.Since(idleSince) >= idleRelease {
-			trim()
 			debug.FreeOSMemory()
+			trim()
 			released = true
 		}
 	}
