@@ -23,15 +23,20 @@ func rubyHasYJIT() bool {
 	return exec.Command("ruby", "-e", "exit(defined?(RubyVM::YJIT) ? 0 : 1)").Run() == nil
 }
 
-// withoutYJITEnv takes RUBY_YJIT_ENABLE out of this process's environment,
-// which every server inherits, for the rest of the test: under make
-// e2e it is set, and Ruby 3.1 turns YJIT on when the variable is set
-// at all, whatever its value. Not for a parallel test.
+// withoutYJITEnv takes RUBY_YJIT_ENABLE, and a RUBYOPT with YJIT's
+// options, out of this process's environment, which every server
+// inherits, for the rest of the test: under make e2e they are set, Ruby
+// 3.1 turns YJIT on when the variable is set at all, whatever its value,
+// and a --yjit-* option in RUBYOPT turns it on too. Not for a parallel test.
 func withoutYJITEnv(t *testing.T) {
 	t.Helper()
-	if v, ok := os.LookupEnv("RUBY_YJIT_ENABLE"); ok {
-		os.Unsetenv("RUBY_YJIT_ENABLE")
-		t.Cleanup(func() { os.Setenv("RUBY_YJIT_ENABLE", v) })
+	for _, name := range []string{"RUBY_YJIT_ENABLE", "RUBYOPT"} {
+		v, ok := os.LookupEnv(name)
+		if !ok || name == "RUBYOPT" && !strings.Contains(v, "--yjit") {
+			continue
+		}
+		os.Unsetenv(name)
+		t.Cleanup(func() { os.Setenv(name, v) })
 	}
 }
 
