@@ -55,7 +55,8 @@ func railsReload(t *testing.T, args []string) {
 		first.Add(1)
 		go func() {
 			defer first.Done()
-			equal(inGoroutine(t), "a first request, which reads the articles", s.get(inGoroutine(t), "/articles").status, 200)
+			t := inGoroutine(t)
+			equal(t, "a first request, which reads the articles", s.get(t, "/articles").status, 200)
 		}()
 	}
 	first.Wait()
